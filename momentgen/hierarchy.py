@@ -1,0 +1,563 @@
+"""The moment hierarchy compiled into a sparse, data-driven program (MATH.md §3–§6).
+
+For each model the matrix flow ``dZ/dt`` of every trainable letter ``Z`` is a sum of
+*substitution rules*: replace ``Z`` by a short product of letters, times a scalar
+coefficient (Γ_kl for tied; β_k and a⁽ʳ⁾_kl for untied; A_kl and B_kl for direct), plus
+weight decay γ. By the product rule the derivative of a word is the sum, over its
+trainable letters, of the word with that letter substituted. `build` applies the rules
+to whole batches of packed words at once (`momentgen.words.Alphabet`), starting from the
+requested observables and the words the coefficients need, until no new word of degree
+``≤ M`` appears (the *demand-driven closure*). Longer words are dropped: the paper's
+zero closure Π_M. The result is a `Program`, in CSR form::
+
+    dμ_i/dt = Σ_{j in row i} factor[s_j] · value[s_j] · mult_j · μ[target_j]      (s_j = symbol[j])
+
+where ``value`` are the coefficient values (computed elsewhere from the potential Φ) and
+``factor`` the constants of the model (e.g. −1 for Γ, −γ/2 → factor −½ for tied weight
+decay). Time axes: tied ``t = 4nη/d``; untied (slow phase) and direct ``τ = nη/d``.
+
+Cost: the work is linear in the number of terms (nnz); tied K = 2 to M = 20 (58 218
+words) or untied K = 2 to M = 6 (26 396 words) take about a second. Nothing here builds a
+symbolic expression per word, and nothing imports numba.
+"""
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import scipy.sparse
+
+from .errors import ModelError, WordError
+from .words import Alphabet, check_model, format_word, parse
+
+__all__ = ["Model", "Coefficient", "Program", "build", "TIME_SCALES"]
+
+#: The time axis of each model's hierarchy (MATH.md §3–§5); n = SGD step.
+TIME_SCALES = {
+    "tied": "t = 4 n eta / d",
+    "untied": "tau = n eta / d (slow phase; fast phase on t = n eta)",
+    "direct": "tau = n eta / d",
+}
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model to compile: its kind, number of indices ``K`` and trainable indices (1-based).
+
+    The trainable set defaults to every index. Coefficient values (Γ, a, β, A, B, γ) are
+    *not* part of the model: they are inputs of the compiled program.
+    """
+
+    kind: str
+    K: int
+    trainable: tuple = None
+
+    def __post_init__(self):
+        check_model(self.kind)
+        alphabet = Alphabet(self.kind, self.K)  # validates K
+        trainable = tuple(range(1, self.K + 1)) if self.trainable is None else self.trainable
+        try:
+            trainable = tuple(sorted({int(k) for k in trainable}))
+        except (TypeError, ValueError):
+            raise ModelError(f"trainable must be a list of 1-based indices, got {self.trainable!r}") from None
+        bad = [k for k in trainable if not 1 <= k <= self.K]
+        if bad:
+            raise ModelError(f"trainable indices {bad} are out of range 1..{self.K} (indices are 1-based)")
+        object.__setattr__(self, "trainable", trainable)
+        object.__setattr__(self, "alphabet", alphabet)
+
+    @property
+    def time_scale(self):
+        return TIME_SCALES[self.kind]
+
+    def is_trainable_letter(self):
+        """Boolean array over letter codes: does the letter carry a trainable index?"""
+        return np.array([self.alphabet.index(c) in self.trainable for c in range(self.alphabet.size)])
+
+
+@dataclass(frozen=True)
+class Coefficient:
+    """A scalar coefficient symbol of the hierarchy.
+
+    ``factor`` is the constant multiplying it in every term: the term's contribution to
+    ``dμ_i/dt`` is ``factor · value · multiplicity · μ_target``.
+    """
+
+    name: str
+    factor: float
+    meaning: str
+
+
+@dataclass(frozen=True)
+class _Rule:
+    letter: int  # letter code substituted
+    symbol: int  # index into the coefficient list
+    replacement: tuple  # letter codes of the product that replaces it
+
+
+# ---------------------------------------------------------------------------------------
+# The equations: substitution rules and the words the coefficients need, per model.
+# ---------------------------------------------------------------------------------------
+
+
+def _tied_rules(model):
+    """MATH.md §3: dS_k/dt = −Σ_l Γ_kl (S_l S_k + S_k S_l) − (γ/2) S_k."""
+    a, K = model.alphabet, model.K
+    symbols, rules = [], []
+    for k in model.trainable:
+        for l in range(1, K + 1):
+            symbols.append(Coefficient(f"Gamma[{k},{l}]", -1.0, f"dPhi/dq_{k}{l}"))
+            Sk, Sl = a.code("S", k), a.code("S", l)
+            rules += [_Rule(Sk, len(symbols) - 1, (Sl, Sk)), _Rule(Sk, len(symbols) - 1, (Sk, Sl))]
+    return symbols, rules, -0.5
+
+
+def _untied_rules(model):
+    """MATH.md §4 slow phase: the T^bias (β_k) and T^diff (a⁽ʳ⁾_kl) substitution table."""
+    a, K = model.alphabet, model.K
+    symbols, rules = [], []
+    for k in model.trainable:
+        M, MT, A, B = (a.code(kind, k) for kind in ("M", "M^T", "A", "B"))
+        symbols.append(Coefficient(f"beta[{k}]", -1.0, f"effective bias of index {k} (slaving force)"))
+        beta = len(symbols) - 1
+        rules += [_Rule(Z, beta, (X,)) for Z in (M, MT) for X in (A, B)]
+        rules += [_Rule(Z, beta, (X,)) for Z in (A, B) for X in (M, MT)]
+        for l in range(1, K + 1):
+            for r in (1, 2):
+                symbols.append(Coefficient(f"a{r}[{k},{l}]", -2.0, f"dPhi/dq{r}_{k}{l}"))
+                s = len(symbols) - 1
+                Mr = a.code("M" if r == 1 else "M^T", l)  # M_l^(r)
+                Mrbar = a.code("M^T" if r == 1 else "M", l)  # M_l^(r̄)
+                rules += [
+                    _Rule(M, s, (Mr, B)), _Rule(M, s, (A, Mr)),
+                    _Rule(MT, s, (B, Mrbar)), _Rule(MT, s, (Mrbar, A)),
+                    _Rule(A, s, (Mr, MT)), _Rule(A, s, (M, Mrbar)),
+                    _Rule(B, s, (Mrbar, M)), _Rule(B, s, (MT, Mr)),
+                ]  # fmt: skip
+    return symbols, rules, -2.0
+
+
+def _direct_rules(model):
+    """MATH.md §5: dS_k/dτ = −2 Σ_l (A_kl S_l + B_kl S_lᵀ) − γ S_k."""
+    a, K = model.alphabet, model.K
+    symbols, rules = [], []
+    for k in model.trainable:
+        S, ST = a.code("S", k), a.code("S^T", k)
+        for l in range(1, K + 1):
+            symbols.append(Coefficient(f"A[{k},{l}]", -2.0, f"dPhi/dOmega_{k}{l}"))
+            symbols.append(Coefficient(f"B[{k},{l}]", -2.0, f"dPhi/dPsi_{k}{l}"))
+            sA, sB = len(symbols) - 2, len(symbols) - 1
+            Sl, SlT = a.code("S", l), a.code("S^T", l)
+            rules += [_Rule(S, sA, (Sl,)), _Rule(S, sB, (SlT,)), _Rule(ST, sA, (SlT,)), _Rule(ST, sB, (Sl,))]
+    return symbols, rules, -1.0
+
+
+_RULES = {"tied": _tied_rules, "untied": _untied_rules, "direct": _direct_rules}
+
+
+def _required_words(model):
+    """The words the coefficients depend on, each with the reason it is needed (text)."""
+    K, kind = model.K, model.kind
+    pairs = [(k, l) for k in range(1, K + 1) for l in range(k, K + 1)]
+    if kind == "tied":
+        return [(f"S{k}", f"t_{k} (mean trace)") for k in range(1, K + 1)] + [
+            (f"S{k} S{l}", f"q_{k}{l} (Phi and Gamma depend on it)") for k, l in pairs
+        ]
+    if kind == "direct":
+        return (
+            [(f"S{k}", f"t_{k} (mean trace)") for k in range(1, K + 1)]
+            + [(f"S{k} S{l}", f"Psi_{k}{l} (Phi depends on it)") for k, l in pairs]
+            + [(f"S{k} S{l}^T", f"Omega_{k}{l} (Phi depends on it)") for k in range(1, K + 1) for l in range(1, K + 1)]
+        )
+    out = []
+    for k in range(1, K + 1):
+        out += [(f"A{k}", f"t^A_{k} (D_{k} in beta)"), (f"B{k}", f"t^B_{k} (D_{k} in beta)")]
+        out += [(f"M{k}", f"mu(M_{k}) (trace-conserving beta')")]
+    for k, l in pairs:
+        out += [(f"M{k} M{l}^T", f"q1_{k}{l} (Phi depends on it)"), (f"M{k} M{l}", f"q2_{k}{l} (Phi depends on it)")]
+    for k in model.trainable:
+        for l in range(1, K + 1):
+            for Ml in (f"M{l}", f"M{l}^T"):
+                out += [(f"{Ml} B{k}", f"psi_{k} in beta_{k}"), (f"A{k} {Ml}", f"psi_{k} in beta_{k}")]
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Derivation
+# ---------------------------------------------------------------------------------------
+
+
+class _Terms:
+    """Growing term lists: (row length, row code, symbol, target length, target code, mult)."""
+
+    def __init__(self):
+        self.parts = []
+
+    def add(self, row_length, row_codes, symbols, target_length, target_codes, mults):
+        n = len(row_codes)
+        self.parts.append((np.full(n, row_length), row_codes, symbols, np.full(n, target_length), target_codes, mults))
+
+    def arrays(self):
+        if not self.parts:
+            empty = np.zeros(0, np.int64), np.zeros(0, np.uint64)
+            return empty[0], empty[1], empty[0], empty[0], empty[1], empty[0]
+        return tuple(np.concatenate(column) for column in zip(*self.parts))
+
+
+def _derive_batch(model, rules_by_letter, gamma, w, codes):
+    """All terms of dμ/dt for packed canonical words of length ``w``.
+
+    Returns ``{target length: (row positions, symbols, raw target codes, mults)}``; the
+    target codes are not yet canonical.
+    """
+    alphabet = model.alphabet
+    digits = alphabet.unpack(codes, w)
+    by_length = {}
+
+    def emit(length, rows, symbol, targets, mults):
+        by_length.setdefault(length, []).append((rows, np.full(len(rows), symbol, np.int64), targets, mults))
+
+    for i in range(w):
+        column = digits[:, i]
+        for letter, rules in rules_by_letter.items():
+            rows = np.flatnonzero(column == letter)
+            if rows.size == 0:
+                continue
+            sub = codes[rows]
+            ones = np.ones(len(rows), np.int64)
+            for rule in rules:
+                emit(w - 1 + len(rule.replacement), rows, rule.symbol, alphabet.splice(sub, w, i, rule.replacement), ones)
+    n_trainable = model.is_trainable_letter()[digits].sum(axis=1)
+    rows = np.flatnonzero(n_trainable)
+    emit(w, rows, gamma, codes[rows], n_trainable[rows])
+    return {length: tuple(np.concatenate(c) for c in zip(*parts)) for length, parts in by_length.items()}
+
+
+def _roots(model, degree, observables):
+    """Root words as {length: [(packed code, reason)]}, validated against the degree."""
+    alphabet = model.alphabet
+    roots = {}
+    if isinstance(observables, str) and observables == "all":
+        for w in range(1, degree + 1):
+            roots[w] = [(c, "observables = all") for c in alphabet.enumerate_packed(w)]
+        listed = []
+    else:
+        if isinstance(observables, str):
+            raise ModelError(f"observables must be a list of words or the string 'all', got {observables!r}")
+        listed = [(text, "observable") for text in observables]
+    for text, reason in listed + _required_words(model):
+        codes = parse(text, model.kind, model.K)
+        if len(codes) > degree:
+            fix = "raise the degree" + (" or drop the observable" if reason == "observable" else "")
+            raise ModelError(f"{text!r} ({reason}) has degree {len(codes)} > truncation degree {degree}: {fix}")
+        packed = alphabet.canonicalize(alphabet.pack(np.array([codes])), len(codes))[0]
+        roots.setdefault(len(codes), []).append((packed, reason))
+    return roots
+
+
+def check_degree(degree, model):
+    """Return ``degree`` if a truncation of ``model`` at that degree can be compiled."""
+    if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1:
+        raise ModelError(f"degree must be an integer >= 1, got {degree!r}")
+    if degree + 1 > model.alphabet.max_length:
+        raise ModelError(
+            f"degree {degree} is too large for the {model.kind} model with K = {model.K}: "
+            f"the dropped words of degree {degree + 1} must fit in {model.alphabet.max_length} letters"
+        )
+    return int(degree)
+
+
+def build(model, degree, observables=()):
+    """Derive the degree-``degree`` truncation of ``model``'s hierarchy as a `Program`.
+
+    Parameters
+    ----------
+    model : Model
+    degree : int
+        Truncation degree M ≥ 1; words longer than M are set to 0 (zero closure).
+    observables : list of str, or "all"
+        Words (text syntax) the user wants. The order parameters the coefficients need
+        (q, t; for untied also t^A, t^B and the words of β) are always added. With
+        "all", every canonical word of degree ≤ M is a state word.
+
+    Cost grows with the number of terms: about ``2 K w`` per tied word of length ``w``.
+    """
+    degree = check_degree(degree, model)
+    alphabet = model.alphabet
+    symbols, rules, gamma_factor = _RULES[model.kind](model)
+    symbols.append(Coefficient("gamma", gamma_factor, "weight decay"))
+    gamma = len(symbols) - 1
+    rules_by_letter = {}
+    for rule in rules:
+        rules_by_letter.setdefault(rule.letter, []).append(rule)
+
+    known = {}  # length -> sorted unique packed codes of state words
+    origin = {}  # length -> list of (codes, parent length, parent codes, via symbol, reason ids)
+    reasons = []
+    frontier = {}
+    for w, entries in _roots(model, degree, observables).items():
+        codes, first = np.unique(np.array([c for c, _ in entries], np.uint64), return_index=True)
+        ids = np.array([_intern(reasons, entries[j][1]) for j in first], np.int64)
+        frontier[w] = codes
+        known[w] = codes
+        origin[w] = [(codes, np.full(len(codes), -1), np.zeros(len(codes), np.uint64), np.full(len(codes), -1), ids)]
+
+    terms, dropped = _Terms(), _Terms()
+    while frontier:
+        discovered = {}
+        for w, codes in sorted(frontier.items()):
+            for length, (rows, syms, targets, mults) in _derive_batch(model, rules_by_letter, gamma, w, codes).items():
+                targets = alphabet.canonicalize(targets, length)
+                sink = terms if length <= degree else dropped
+                sink.add(w, codes[rows], syms, length, targets, mults)
+                if length > degree:
+                    continue
+                fresh, first = np.unique(targets, return_index=True)
+                is_new = ~np.isin(fresh, known.get(length, np.zeros(0, np.uint64)), assume_unique=True)
+                fresh, first = fresh[is_new], first[is_new]
+                if fresh.size:
+                    known[length] = np.union1d(known.get(length, fresh[:0]), fresh)
+                    discovered.setdefault(length, []).append(fresh)
+                    origin.setdefault(length, []).append(
+                        (fresh, np.full(len(fresh), w), codes[rows[first]], syms[first], np.full(len(fresh), -1))
+                    )
+        frontier = {w: np.concatenate(parts) for w, parts in discovered.items()}
+    return Program._from_derivation(model, degree, symbols, known, origin, reasons, terms, dropped)
+
+
+def _intern(items, item):
+    if item not in items:
+        items.append(item)
+    return items.index(item)
+
+
+def _merge(rows, symbols, targets, mults, n_rows, n_symbols, n_targets):
+    """Sum the multiplicities of equal (row, symbol, target) terms; CSR arrays, row-major."""
+    key = (rows * n_symbols + symbols) * n_targets + targets
+    key, inverse = np.unique(key, return_inverse=True)
+    mult = np.bincount(inverse.ravel(), weights=mults, minlength=len(key)).astype(np.int64)
+    target = key % n_targets
+    symbol = (key // n_targets) % n_symbols
+    row = key // (n_targets * n_symbols)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=n_rows))])
+    return indptr, symbol, target, mult
+
+
+class Program:
+    """A compiled truncation: state words and the sparse terms of their derivatives.
+
+    State words are sorted by (degree, packed code); ``words[i]`` is the canonical text of
+    state ``i``. CSR arrays ``indptr, symbol, target, multiplicity`` hold the terms (see the
+    module docstring); ``dropped_*`` hold the terms whose target has degree M + 1 and was
+    set to 0 by the zero closure (``dropped_target`` indexes `dropped_words`).
+    """
+
+    def __init__(self, model, degree, symbols, lengths, packed, csr, dropped_packed, dropped_csr, parent, via, reason):
+        self.model, self.degree, self.symbols = model, degree, tuple(symbols)
+        self.lengths, self.packed = lengths, packed
+        self.indptr, self.symbol, self.target, self.multiplicity = csr
+        self.dropped_packed = dropped_packed
+        self.dropped_indptr, self.dropped_symbol, self.dropped_target, self.dropped_multiplicity = dropped_csr
+        self.parent, self.via, self.reason = parent, via, reason
+
+    @classmethod
+    def _from_derivation(cls, model, degree, symbols, known, origin, reasons, terms, dropped):
+        order = sorted(known)
+        lengths = np.concatenate([np.full(len(known[w]), w, np.int64) for w in order])
+        packed = np.concatenate([known[w] for w in order])
+        locate = _Locator(known)
+        n, n_sym = len(packed), len(symbols)
+
+        row_w, row_c, sym, tgt_w, tgt_c, mult = terms.arrays()
+        csr = _merge(locate(row_w, row_c), sym, locate(tgt_w, tgt_c), mult, n, n_sym, n)
+
+        row_w, row_c, sym, _, tgt_c, mult = dropped.arrays()
+        dropped_packed, dropped_target = np.unique(tgt_c, return_inverse=True)
+        dropped_csr = _merge(locate(row_w, row_c), sym, dropped_target.ravel(), mult, n, n_sym, len(dropped_packed))
+
+        parent, via = np.full(n, -1), np.full(n, -1)
+        reason = {}
+        for w in order:
+            codes, parent_w, parent_c, via_sym, reason_ids = (np.concatenate(c) for c in zip(*origin[w]))
+            at = locate(np.full(len(codes), w), codes)
+            has_parent = parent_w >= 0
+            parent[at[has_parent]] = locate(parent_w[has_parent], parent_c[has_parent])
+            via[at] = via_sym
+            reason.update({int(i): reasons[r] for i, r in zip(at[~has_parent], reason_ids[~has_parent])})
+        return cls(model, degree, symbols, lengths, packed, csr, dropped_packed, dropped_csr, parent, via, reason)
+
+    # ---- looking things up ------------------------------------------------------------
+    @cached_property
+    def words(self):
+        """Canonical text of each state word; index = state index."""
+        return self._texts(self.lengths, self.packed)
+
+    @cached_property
+    def dropped_words(self):
+        """Canonical text of each dropped word (degree M + 1)."""
+        return self._texts(np.full(len(self.dropped_packed), self.degree + 1), self.dropped_packed)
+
+    def _texts(self, lengths, packed):
+        names = self.model.alphabet.names
+        out = [None] * len(packed)
+        for w in np.unique(lengths):
+            at = np.flatnonzero(lengths == w)
+            for i, row in zip(at, self.model.alphabet.unpack(packed[at], w)):
+                out[i] = " ".join(names[c] for c in row)
+        return out
+
+    @cached_property
+    def _index(self):
+        return {word: i for i, word in enumerate(self.words)}
+
+    def index(self, word):
+        """State index of a word (any representative of its class, text syntax)."""
+        codes = parse(word, self.model.kind, self.model.K)
+        key = format_word(_canonical_tuple(self.model.alphabet, codes), self.model.kind)
+        if key not in self._index:
+            raise WordError(f"{word!r} (canonical {key!r}) is not a state word of this truncation; add it to the observables")
+        return self._index[key]
+
+    @property
+    def nnz(self):
+        return len(self.symbol)
+
+    def words_per_degree(self):
+        """``{degree: number of state words}``."""
+        w, counts = np.unique(self.lengths, return_counts=True)
+        return {int(a): int(b) for a, b in zip(w, counts)}
+
+    @property
+    def observables(self):
+        """State indices of the root words with reason "observable"."""
+        return sorted(i for i, r in self.reason.items() if r in ("observable", "observables = all"))
+
+    # ---- evaluating ------------------------------------------------------------------------
+    def coefficient_vector(self, values):
+        """Coefficient values as an array aligned with `symbols`.
+
+        ``values`` is a mapping name → value (every symbol required) or an array of
+        length ``len(symbols)``.
+        """
+        if hasattr(values, "keys"):
+            missing = [c.name for c in self.symbols if c.name not in values]
+            unknown = sorted(set(values) - {c.name for c in self.symbols})
+            if missing or unknown:
+                raise ModelError(f"coefficient values: missing {missing}, unknown {unknown}; symbols are "
+                                 f"{[c.name for c in self.symbols]}")  # fmt: skip
+            return np.array([float(values[c.name]) for c in self.symbols])
+        values = np.asarray(values, dtype=float)
+        if values.shape != (len(self.symbols),):
+            raise ModelError(f"`coefficients` has shape {values.shape}; this program has {len(self.symbols)} symbols")
+        return values
+
+    @cached_property
+    def _rows(self):
+        return np.repeat(np.arange(len(self.packed)), np.diff(self.indptr))
+
+    def linear_operator(self, coefficients):
+        """The sparse matrix ``L`` (CSR) with ``dμ/dt = L μ`` at fixed coefficient values."""
+        c = self.coefficient_vector(coefficients) * np.array([s.factor for s in self.symbols])
+        n = len(self.packed)
+        return scipy.sparse.csr_matrix((c[self.symbol] * self.multiplicity, self.target, self.indptr), shape=(n, n))
+
+    def evaluate(self, mu, coefficients, dropped_mu=None):
+        """``dμ/dt`` at the moments ``mu`` (shape (n_words,)) and coefficient values.
+
+        ``dropped_mu`` (shape (n_dropped,)), if given, supplies the dropped words of
+        degree M + 1 instead of the zero closure.
+        """
+        mu = np.asarray(mu, dtype=float)
+        if mu.shape != self.packed.shape:
+            raise ModelError(f"`mu` has shape {mu.shape}; this program has {len(self.packed)} words (degree {self.degree})")
+        out = self.linear_operator(coefficients) @ mu
+        if dropped_mu is not None:
+            c = self.coefficient_vector(coefficients) * np.array([s.factor for s in self.symbols])
+            data = c[self.dropped_symbol] * self.dropped_multiplicity
+            shape = (len(self.packed), len(self.dropped_packed))
+            out += scipy.sparse.csr_matrix((data, self.dropped_target, self.dropped_indptr), shape=shape) @ dropped_mu
+        return out
+
+    # ---- diagnostics ------------------------------------------------------------------------
+    def why(self, word):
+        """The chain of substitutions that brought ``word`` into the state, as text lines.
+
+        The first line is the word, the last the root (an observable or an order
+        parameter the coefficients need).
+        """
+        i = self.index(word)
+        lines = []
+        while self.parent[i] >= 0:
+            p = self.parent[i]
+            lines.append(f"{self.words[i]}  <- term of d/dt mu({self.words[p]}) via {self.symbols[self.via[i]].name}")
+            i = p
+        lines.append(f"{self.words[i]}  <- {self.reason[i]}")
+        return lines
+
+    def dropped_in(self):
+        """``{dropped word: number of state words whose derivative needs it}``."""
+        counts = np.bincount(self.dropped_target, minlength=len(self.dropped_packed))
+        return dict(zip(self.dropped_words, (int(c) for c in counts)))
+
+    def summary(self):
+        """A few lines: words per degree, nnz, dropped words and coefficient symbols."""
+        m = self.model
+        per = ", ".join(f"{w}: {n}" for w, n in self.words_per_degree().items())
+        return "\n".join([
+            f"{m.kind} model, K = {m.K}, trainable {list(m.trainable)}, degree M = {self.degree}, time {m.time_scale}",
+            f"state words: {len(self.packed)} (per degree {per})",
+            f"terms (nnz): {self.nnz}",
+            f"dropped by the zero closure: {len(self.dropped_packed)} words of degree {self.degree + 1} "
+            f"in {len(self.dropped_symbol)} terms of {len(set(self.dropped_rows()))} state words",
+            "coefficient symbols: " + ", ".join(s.name for s in self.symbols),
+        ])  # fmt: skip
+
+    def dropped_rows(self):
+        """State index of each dropped term."""
+        return np.repeat(np.arange(len(self.packed)), np.diff(self.dropped_indptr))
+
+    def graph(self):
+        """The dependency graph as a ``networkx.DiGraph``: word → words its derivative uses.
+
+        Nodes are canonical word texts with attributes ``degree`` and ``dropped`` (True
+        for words cut by the zero closure); edges carry the coefficient ``symbols``.
+        Built on demand: about a microsecond per term.
+        """
+        import networkx as nx
+
+        g = nx.DiGraph()
+        g.add_nodes_from((w, {"degree": len(w.split()), "dropped": False}) for w in self.words)
+        g.add_nodes_from((w, {"degree": self.degree + 1, "dropped": True}) for w in self.dropped_words)
+        for rows, targets, syms, names in (
+            (self._rows, self.target, self.symbol, self.words),
+            (self.dropped_rows(), self.dropped_target, self.dropped_symbol, self.dropped_words),
+        ):
+            for r, t, s in zip(rows, targets, syms):
+                edge = g.get_edge_data(self.words[r], names[t])
+                if edge is None:
+                    g.add_edge(self.words[r], names[t], symbols={self.symbols[s].name})
+                else:
+                    edge["symbols"].add(self.symbols[s].name)
+        return g
+
+
+class _Locator:
+    """Maps (length, packed canonical code) pairs to state indices."""
+
+    def __init__(self, known):
+        self.known = known
+        self.offsets, total = {}, 0
+        for w in sorted(known):
+            self.offsets[w], total = total, total + len(known[w])
+
+    def __call__(self, lengths, codes):
+        out = np.empty(len(codes), np.int64)
+        for w in np.unique(lengths):
+            at = lengths == w
+            out[at] = self.offsets[int(w)] + np.searchsorted(self.known[int(w)], codes[at])
+        return out
+
+
+def _canonical_tuple(alphabet, codes):
+    packed = alphabet.pack(np.array([codes]))
+    return tuple(alphabet.unpack(alphabet.canonicalize(packed, len(codes)), len(codes))[0])
