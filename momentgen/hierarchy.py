@@ -388,23 +388,27 @@ class Program:
 
     # ---- looking things up ------------------------------------------------------------
     @cached_property
+    def word_codes(self):
+        """Letter codes of each state word (tuples); index = state index."""
+        return _unpack_all(self.model.alphabet, self.lengths, self.packed)
+
+    @cached_property
+    def dropped_word_codes(self):
+        """Letter codes of each dropped word (degree M + 1)."""
+        lengths = np.full(len(self.dropped_packed), self.degree + 1)
+        return _unpack_all(self.model.alphabet, lengths, self.dropped_packed)
+
+    @cached_property
     def words(self):
         """Canonical text of each state word; index = state index."""
-        return self._texts(self.lengths, self.packed)
+        names = self.model.alphabet.names
+        return [" ".join(names[c] for c in codes) for codes in self.word_codes]
 
     @cached_property
     def dropped_words(self):
         """Canonical text of each dropped word (degree M + 1)."""
-        return self._texts(np.full(len(self.dropped_packed), self.degree + 1), self.dropped_packed)
-
-    def _texts(self, lengths, packed):
         names = self.model.alphabet.names
-        out = [None] * len(packed)
-        for w in np.unique(lengths):
-            at = np.flatnonzero(lengths == w)
-            for i, row in zip(at, self.model.alphabet.unpack(packed[at], w)):
-                out[i] = " ".join(names[c] for c in row)
-        return out
+        return [" ".join(names[c] for c in codes) for codes in self.dropped_word_codes]
 
     @cached_property
     def _index(self):
@@ -556,6 +560,15 @@ class _Locator:
             at = lengths == w
             out[at] = self.offsets[int(w)] + np.searchsorted(self.known[int(w)], codes[at])
         return out
+
+
+def _unpack_all(alphabet, lengths, packed):
+    out = [None] * len(packed)
+    for w in np.unique(lengths):
+        at = np.flatnonzero(lengths == w)
+        for i, row in zip(at, alphabet.unpack(packed[at], w)):
+            out[i] = tuple(int(c) for c in row)
+    return out
 
 
 def _canonical_tuple(alphabet, codes):

@@ -1,0 +1,190 @@
+"""The hierarchy program: exactness against the matrix flow, closure, diagnostics, errors."""
+
+import numpy as np
+import pytest
+
+from momentgen.errors import ModelError
+from momentgen.flow import letter_velocities
+from momentgen.hierarchy import Model, build
+from momentgen.matrices import letter_matrices, trace_moments
+from momentgen.words import enumerate_words
+
+from .conftest import random_factors
+
+D = 6  # finite d of the exactness checks: small, so that words up to degree 7 are cheap
+
+
+def random_coefficients(program, rng):
+    return {s.name: rng.standard_normal() for s in program.symbols}
+
+
+def product_rule_derivative(words, letters, velocities):
+    """d/dt (1/d) Tr(Z_1⋯Z_w) = Σ_i (1/d) Tr(Z_1⋯dZ_i⋯Z_w), straight from the matrices."""
+    n = len(letters)
+    substituted = [w[:i] + (w[i] + n,) + w[i + 1 :] for w in words for i in range(len(w))]
+    values = trace_moments(substituted, letters + velocities)
+    owner = np.repeat(np.arange(len(words)), [len(w) for w in words])
+    return np.bincount(owner, weights=values, minlength=len(words))
+
+
+CASES = [
+    ("tied", 1, [1], 7, "all"),
+    ("tied", 2, [1], 7, "all"),
+    ("tied", 2, [1, 2], 6, "all"),
+    ("tied", 3, [1, 3], 5, ["S1 S2 S3", "S2 S2 S2 S2 S2"]),
+    ("untied", 1, [1], 5, "all"),
+    ("untied", 2, [1], 4, "all"),
+    ("untied", 2, [1, 2], 4, ["M1 M2^T A1 B2"]),
+    ("direct", 2, [1], 2, "all"),
+    ("direct", 3, [1, 3], 3, "all"),
+]
+
+
+@pytest.mark.parametrize("kind,K,trainable,degree,observables", CASES)
+def test_derivation_is_exact(kind, K, trainable, degree, observables, rng):
+    """The program on exact finite-d moments equals the product rule of the matrix flow.
+
+    Tolerance 1e-10 relative: both sides are sums of O(10²) products of O(1) numbers in
+    double precision (rounding ~1e-14); any wrong coefficient, index or multiplicity
+    shows up at O(1).
+    """
+    model = Model(kind, K, trainable)
+    program = build(model, degree, observables)
+    factors = random_factors(kind, K, D, rng)
+    letters = letter_matrices(kind, factors)
+    coefficients = random_coefficients(program, rng)
+    velocities = letter_velocities(model, factors, coefficients)
+
+    mu = trace_moments(program.word_codes, letters)
+    expected = product_rule_derivative(program.word_codes, letters, velocities)
+    closed = np.diff(program.dropped_indptr) == 0  # rows whose derivative stays within degree M
+    assert closed.sum() > 0
+    zero_closure = program.evaluate(mu, coefficients)
+    np.testing.assert_allclose(zero_closure[closed], expected[closed], rtol=1e-10, atol=1e-12)
+
+    dropped_mu = trace_moments(program.dropped_word_codes, letters) if program.dropped_word_codes else None
+    full = program.evaluate(mu, coefficients, dropped_mu=dropped_mu)
+    np.testing.assert_allclose(full, expected, rtol=1e-10, atol=1e-12)
+    if kind != "direct":  # the zero closure really dropped something at the top degree
+        assert np.abs(zero_closure - expected)[~closed].max() > 1e-6
+
+
+def test_direct_model_is_the_closed_system_of_theorem_4(rng):
+    """MATH.md §5: dΩ, dΨ, dt from the program equal the closed formulas (A, B symmetric)."""
+    K, trainable = 3, [1, 3]
+    model = Model("direct", K, trainable)
+    program = build(model, 2, "all")
+    assert not program.dropped_word_codes  # closed: nothing beyond degree 2 is needed
+    S = random_factors("direct", K, D, rng)
+    mu = trace_moments(program.word_codes, letter_matrices("direct", S))
+    A, B = (x + x.T for x in rng.standard_normal((2, K, K)))
+    gamma = 0.7
+    values = {"gamma": gamma}
+    for k in trainable:
+        for l in range(1, K + 1):
+            values[f"A[{k},{l}]"], values[f"B[{k},{l}]"] = A[k - 1, l - 1], B[k - 1, l - 1]
+    rhs = program.evaluate(mu, values)
+
+    def moment(word):
+        return mu[program.index(word)]
+
+    Omega = np.array([[moment(f"S{k} S{l}^T") for l in range(1, K + 1)] for k in range(1, K + 1)])
+    Psi = np.array([[moment(f"S{k} S{l}") for l in range(1, K + 1)] for k in range(1, K + 1)])
+    t = np.array([moment(f"S{k}") for k in range(1, K + 1)])
+    on = np.array([k in trainable for k in range(1, K + 1)], float)
+    A, B = A * on[:, None], B * on[:, None]  # rows of fixed indices never act
+    for k in range(K):
+        assert rhs[program.index(f"S{k + 1}")] == pytest.approx(-on[k] * (2 * (A[k] + B[k]) @ t + gamma * t[k]))
+        for l in range(K):
+            decay = gamma * (on[k] + on[l])
+            dOmega = -2 * (A @ Omega + B @ Psi)[k, l] - 2 * (A @ Omega + B @ Psi)[l, k] - decay * Omega[k, l]
+            dPsi = -2 * (A @ Psi + B @ Omega)[k, l] - 2 * (A @ Psi + B @ Omega)[l, k] - decay * Psi[k, l]
+            assert rhs[program.index(f"S{k + 1} S{l + 1}^T")] == pytest.approx(dOmega, rel=1e-12, abs=1e-14)
+            assert rhs[program.index(f"S{k + 1} S{l + 1}")] == pytest.approx(dPsi, rel=1e-12, abs=1e-14)
+
+
+@pytest.mark.parametrize(
+    "kind,K,trainable,degree,observables",
+    [("tied", 2, [1], 8, ["S1 S2"]), ("untied", 2, [1], 4, ["M1 M2^T"]), ("tied", 3, [1], 6, ["S1 S2"])],
+)
+def test_demand_driven_closure_is_smaller_than_all(kind, K, trainable, degree, observables):
+    model = Model(kind, K, trainable)
+    demand = build(model, degree, observables)
+    everything = build(model, degree, "all")
+    assert set(demand.words) < set(everything.words)
+    assert everything.words == sorted(enumerate_words(kind, K, degree), key=lambda w: (len(w.split()), everything.index(w)))
+    assert set(everything.words) == set(enumerate_words(kind, K, degree))
+
+
+def test_required_words_are_always_in_the_state():
+    program = build(Model("untied", 2, [1]), 3, [])
+    for word in ["A1", "B2", "M1 M2^T", "M2 M1", "M1 M1^T", "M2 B1", "A1 M2^T", "M1^T B1", "M1"]:
+        program.index(word)  # raises if missing
+    tied = build(Model("tied", 3, [2]), 2, [])
+    assert sorted(tied.words) == sorted(["S1", "S2", "S3", "S1 S1", "S1 S2", "S1 S3", "S2 S2", "S2 S3", "S3 S3"])
+
+
+def test_fixed_words_are_constants_and_trainable_words_move():
+    program = build(Model("tied", 2, [1]), 5, "all")
+    rows = np.diff(program.indptr)
+    for i, word in enumerate(program.words):
+        assert (rows[i] == 0) == ("S1" not in word.split())
+
+
+def test_why_explains_every_step():
+    program = build(Model("tied", 2, [1]), 6, ["S1 S2"])
+    word = "S1 S2 S2 S2 S2 S2"
+    lines = program.why(word)
+    assert lines[0].startswith(word) and lines[-1].endswith("observable")
+    i = program.index(word)
+    while program.parent[i] >= 0:  # each word is a target of its parent's derivative
+        p = program.parent[i]
+        assert i in program.target[program.indptr[p] : program.indptr[p + 1]]
+        i = p
+    assert "q_11" in program.why("S1 S1")[-1]
+
+
+def test_diagnostics_and_graph():
+    program = build(Model("tied", 2, [1]), 5, ["S1 S2"])
+    assert sum(program.words_per_degree().values()) == len(program.words)
+    assert program.nnz == len(program.target)
+    text = program.summary()
+    assert "state words" in text and "dropped" in text and "Gamma[1,2]" in text
+    g = program.graph()
+    state_edges = {(program.words[r], program.words[t]) for r, t in zip(program._rows, program.target)}
+    dropped_edges = {(program.words[r], program.dropped_words[t]) for r, t in zip(program.dropped_rows(), program.dropped_target)}
+    assert set(g.edges) == state_edges | dropped_edges
+    assert sum(program.dropped_in().values()) == len(program.dropped_target)
+    assert all(len(w.split()) == 6 for w in program.dropped_words)
+
+
+def test_coefficients_sweep_without_rebuilding(rng):
+    """Changing γ or Γ changes only the values fed in: the linear operator is linear in them."""
+    program = build(Model("tied", 2, [1]), 6, "all")
+    mu = rng.standard_normal(len(program.words))
+    c1, c2 = rng.standard_normal((2, len(program.symbols)))
+    lhs = program.evaluate(mu, 2 * c1 + 3 * c2)
+    np.testing.assert_allclose(lhs, 2 * program.evaluate(mu, c1) + 3 * program.evaluate(mu, c2), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "make,match",
+    [
+        (lambda: Model("tied", 2, [3]), "out of range"),
+        (lambda: Model("tied", 2, "x"), "trainable"),
+        (lambda: Model("quadratic", 2, [1]), "unknown model"),
+        (lambda: Model("tied", 0, [1]), "K must be"),
+        (lambda: build(Model("tied", 2, [1]), 0), "degree must be"),
+        (lambda: build(Model("tied", 2, [1]), 1), "raise the degree"),
+        (lambda: build(Model("tied", 2, [1]), 3, ["S1 S2 S1 S2"]), "drop the observable"),
+        (lambda: build(Model("tied", 2, [1]), 3, "S1 S2"), "list of words"),
+        (lambda: build(Model("tied", 2, [1]), 3, ["S1 Q2"]), "Q2"),
+        (lambda: build(Model("untied", 2, [1]), 21), "too large"),
+        (lambda: build(Model("tied", 2, [1]), 3).coefficient_vector({"gamma": 0}), "missing"),
+        (lambda: build(Model("tied", 2, [1]), 3).evaluate(np.zeros(3), np.zeros(3)), "shape"),
+        (lambda: build(Model("tied", 2, [1]), 3, ["S1 S2"]).index("S2 S2 S2"), "not a state word"),
+    ],
+)
+def test_bad_input_raises_with_a_fix(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
