@@ -9,12 +9,15 @@ export MKL_NUM_THREADS = 1
 
 .PHONY: install test test-slow bench examples demo clean
 
-$(BIN)/python:
+STAMP    = $(VENV)/.installed
+
+$(STAMP): setup.cfg pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-
-install: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
 
 test: install
 	$(BIN)/python -m pytest -q
