@@ -4,7 +4,7 @@ Each message says what was wrong *and* what to change. Errors about bad user inp
 also derive from `ValueError`, so generic callers can catch them the usual way.
 """
 
-__all__ = ["MomentgenError", "WordError", "ModelError"]
+__all__ = ["MomentgenError", "WordError", "ModelError", "UnsupportedLoss", "PotentialError"]
 
 
 class MomentgenError(Exception):
@@ -17,3 +17,11 @@ class WordError(MomentgenError, ValueError):
 
 class ModelError(MomentgenError, ValueError):
     """A model, degree, trainable set or observable list that cannot be compiled."""
+
+
+class UnsupportedLoss(MomentgenError, ValueError):
+    """A loss that cannot be parsed, is not allowed, or cannot be differentiated as needed."""
+
+
+class PotentialError(MomentgenError, ValueError):
+    """Φ cannot be evaluated: infeasible order parameters, a non-finite value, no m*(q)."""

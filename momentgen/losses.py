@@ -1,0 +1,236 @@
+"""Per-sample losses ℓ(G) as sympy expressions in the pre-activations ``G[i, j, k]``.
+
+Indexing (1-based, as in the paper): ``G[i, j, k]`` is the pre-activation of tokens ``i``
+and ``j`` (``1..L``) under index ``k`` (``1..K``), i.e. ``x_iᵀ S_k x_j / √d`` (centred for
+tied and direct; MATH.md §1). Internally the ``L·L·K`` variables are flattened in the
+order ``a = ((i−1)·L + (j−1))·K + (k−1)`` (`Loss.variables`).
+
+Built-ins, addressable by name from config files (`builtin`):
+
+* ``mse``: teacher–student squared error ``ℓ = (ŷ_student − ŷ_teacher)²`` with the readout
+  ``ŷ_k = (1/L) Σ_{i,j} h(G[i, j, k])`` summed over the student (resp. teacher) indices;
+  for ``L = 1`` this is ``(h(G_student) − h(G_teacher))²``. Activations ``h``: ``h1 = x``,
+  ``h2 = (x²−1)/√2``, ``h3 = (x³−3x)/√6``, ``tanh``, ``erf``, ``relu``.
+* ``softmax-mse``: ``ℓ = ‖softmax_row(G_student) − softmax_row(G_teacher)‖²_F`` over the
+  ``L × L`` attention matrix (row-wise softmax over ``j``).
+
+Custom losses are expression strings (`parse_expression`), e.g.
+``"(G[1,1,1] - G[1,1,2])**2"``, read by a restricted parser: only ``G[i, j, k]`` with
+integer indices, numbers, ``+ - * / **``, the constants ``pi`` and ``E``, and the
+functions in `FUNCTIONS`. Nothing in the string is ever evaluated as Python.
+"""
+
+import ast
+from dataclasses import dataclass
+from functools import cached_property
+
+import sympy
+
+from .errors import UnsupportedLoss
+
+__all__ = ["Loss", "ACTIVATIONS", "BUILTINS", "FUNCTIONS", "builtin", "parse_expression"]
+
+_x = sympy.Symbol("x", real=True)
+ACTIVATIONS = {
+    "h1": _x,
+    "h2": (_x**2 - 1) / sympy.sqrt(2),
+    "h3": (_x**3 - 3 * _x) / sympy.sqrt(6),
+    "tanh": sympy.tanh(_x),
+    "erf": sympy.erf(_x),
+    "relu": sympy.Max(0, _x),
+}
+
+#: Functions a custom expression may call, and the sympy function each one means.
+FUNCTIONS = {
+    "exp": sympy.exp, "log": sympy.log, "sqrt": sympy.sqrt, "tanh": sympy.tanh, "erf": sympy.erf,
+    "sin": sympy.sin, "cos": sympy.cos, "cosh": sympy.cosh, "sinh": sympy.sinh, "abs": sympy.Abs,
+    "sigmoid": lambda z: 1 / (1 + sympy.exp(-z)), "softplus": lambda z: sympy.log(1 + sympy.exp(z)),
+    "relu": lambda z: sympy.Max(0, z),
+    **{name: (lambda h: lambda z: h.subs(_x, z))(h) for name, h in ACTIVATIONS.items() if name.startswith("h")},
+}  # fmt: skip
+_CONSTANTS = {"pi": sympy.pi, "E": sympy.E}
+_MAX_EXPRESSION = 5000  # characters
+_MAX_POWER = 12
+
+
+@dataclass(frozen=True)
+class Loss:
+    """A per-sample loss ℓ(G) on ``L`` tokens and ``K`` indices.
+
+    ``expr`` is a sympy expression in the real symbols `variables` (``G_i_j_k``); ``name``
+    is a short label for summaries and provenance.
+    """
+
+    expr: sympy.Expr
+    L: int
+    K: int
+    name: str
+
+    @cached_property
+    def variables(self):
+        """The ``L·L·K`` symbols ``G_i_j_k`` in flattened order (see module docstring)."""
+        return variables(self.L, self.K)
+
+    @cached_property
+    def is_polynomial(self):
+        return bool(self.expr.is_polynomial(*self.variables))
+
+
+def variables(L, K):
+    return [sympy.Symbol(f"G_{i}_{j}_{k}", real=True) for i in range(1, L + 1) for j in range(1, L + 1)
+            for k in range(1, K + 1)]  # fmt: skip
+
+
+def _check_sizes(L, K):
+    for name, value in (("L", L), ("K", K)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UnsupportedLoss(f"{name} must be a positive integer, got {value!r}")
+
+
+def _indices(indices, K, role):
+    indices = [indices] if isinstance(indices, int) else list(indices)
+    bad = [k for k in indices if not isinstance(k, int) or not 1 <= k <= K]
+    if not indices or bad:
+        raise UnsupportedLoss(f"{role} indices must be a non-empty list in 1..{K} (1-based), got {indices!r}")
+    return indices
+
+
+def _mse(L, K, activation="h1", student=(1,), teacher=(2,)):
+    if activation not in ACTIVATIONS:
+        raise UnsupportedLoss(f"unknown activation {activation!r}: choose one of {', '.join(ACTIVATIONS)}")
+    G = _grid(L, K)
+    h = ACTIVATIONS[activation]
+
+    def readout(indices):
+        return sum(h.subs(_x, G[i][j][k - 1]) for k in indices for i in range(L) for j in range(L)) / L
+
+    expr = (readout(_indices(student, K, "student")) - readout(_indices(teacher, K, "teacher"))) ** 2
+    return expr, f"mse({activation})"
+
+
+def _softmax_mse(L, K, student=(1,), teacher=(2,)):
+    G = _grid(L, K)
+
+    def attention(indices):
+        rows = []
+        for i in range(L):
+            logits = [sum(G[i][j][k - 1] for k in indices) for j in range(L)]
+            total = sum(sympy.exp(z) for z in logits)
+            rows.append([sympy.exp(z) / total for z in logits])
+        return rows
+
+    a, b = attention(_indices(student, K, "student")), attention(_indices(teacher, K, "teacher"))
+    return sum((a[i][j] - b[i][j]) ** 2 for i in range(L) for j in range(L)), "softmax-mse"
+
+
+def _grid(L, K):
+    flat = variables(L, K)
+    return [[[flat[(i * L + j) * K + k] for k in range(K)] for j in range(L)] for i in range(L)]
+
+
+BUILTINS = {"mse": _mse, "softmax-mse": _softmax_mse}
+
+
+def builtin(name, L=1, K=2, **options):
+    """A built-in loss by name (``mse`` or ``softmax-mse``) with its options.
+
+    >>> builtin("mse", L=1, K=2, activation="h1").expr
+    (G_1_1_1 - G_1_1_2)**2
+    """
+    _check_sizes(L, K)
+    if name not in BUILTINS:
+        raise UnsupportedLoss(f"unknown built-in loss {name!r}: choose one of {', '.join(BUILTINS)} "
+                              "or give an expression")  # fmt: skip
+    try:
+        expr, label = BUILTINS[name](L, K, **options)
+    except TypeError as error:
+        raise UnsupportedLoss(f"bad options for loss {name!r}: {error}") from None
+    return Loss(expr, L, K, label)
+
+
+def parse_expression(text, L, K):
+    """A `Loss` from an expression string, read by a restricted parser (never ``eval``).
+
+    >>> parse_expression("(G[1,1,1] - G[1,1,2])**2", 1, 2).expr
+    (G_1_1_1 - G_1_1_2)**2
+    """
+    _check_sizes(L, K)
+    if not isinstance(text, str):
+        raise UnsupportedLoss(f"a loss expression is a string, got {type(text).__name__}")
+    if len(text) > _MAX_EXPRESSION:
+        raise UnsupportedLoss(f"loss expression is {len(text)} characters long; the limit is {_MAX_EXPRESSION}")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        raise UnsupportedLoss(f"cannot parse loss expression {text!r}: {error}") from None
+    try:
+        expr = _Translator(L, K).visit(tree.body)
+    except RecursionError:
+        raise UnsupportedLoss("loss expression is nested too deeply") from None
+    if not isinstance(expr, sympy.Expr) or not (expr.free_symbols & set(variables(L, K))):
+        raise UnsupportedLoss(f"loss expression {text!r} does not depend on any G[i, j, k]")
+    return Loss(expr, L, K, text.strip())
+
+
+class _Translator(ast.NodeVisitor):
+    """Turns an allowed Python expression tree into sympy; anything else is refused."""
+
+    _BINARY = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+               ast.Div: lambda a, b: a / b, ast.Pow: lambda a, b: a**b}  # fmt: skip
+    _UNARY = {ast.UAdd: lambda a: a, ast.USub: lambda a: -a}
+
+    def __init__(self, L, K):
+        self.L, self.K, self.G = L, K, _grid(L, K)
+
+    def generic_visit(self, node):
+        raise UnsupportedLoss(
+            f"{type(node).__name__} is not allowed in a loss expression (column {getattr(node, 'col_offset', '?')}): "
+            f"use G[i, j, k], numbers, + - * / **, pi, E and the functions {', '.join(sorted(FUNCTIONS))}"
+        )
+
+    def visit_BinOp(self, node):
+        op = self._BINARY.get(type(node.op))
+        if op is None:
+            return self.generic_visit(node.op)
+        left, right = self.visit(node.left), self.visit(node.right)
+        if isinstance(node.op, ast.Pow) and (not right.is_number or abs(float(right)) > _MAX_POWER):
+            raise UnsupportedLoss(f"powers must be numbers of size at most {_MAX_POWER}, got {right}")
+        return op(left, right)
+
+    def visit_UnaryOp(self, node):
+        op = self._UNARY.get(type(node.op))
+        return self.generic_visit(node.op) if op is None else op(self.visit(node.operand))
+
+    def visit_Constant(self, node):
+        if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+            raise UnsupportedLoss(f"constant {node.value!r} is not a number")
+        return sympy.nsimplify(node.value) if isinstance(node.value, float) else sympy.Integer(node.value)
+
+    def visit_Name(self, node):
+        if node.id not in _CONSTANTS:
+            raise UnsupportedLoss(f"unknown name {node.id!r} in loss expression: only G[i, j, k], pi and E")
+        return _CONSTANTS[node.id]
+
+    def visit_Call(self, node):
+        if not isinstance(node.func, ast.Name):
+            raise UnsupportedLoss(f"only plain function calls are allowed, not {type(node.func).__name__} "
+                                  f"(column {node.col_offset}): use one of {', '.join(sorted(FUNCTIONS))}")  # fmt: skip
+        if node.func.id not in FUNCTIONS or node.keywords:
+            raise UnsupportedLoss(f"function {node.func.id!r} is not allowed (or takes no keywords): "
+                                  f"use one of {', '.join(sorted(FUNCTIONS))}")  # fmt: skip
+        if len(node.args) != 1:
+            raise UnsupportedLoss(f"{node.func.id}() takes exactly one argument")
+        return FUNCTIONS[node.func.id](self.visit(node.args[0]))
+
+    def visit_Subscript(self, node):
+        if not (isinstance(node.value, ast.Name) and node.value.id == "G"):
+            return self.generic_visit(node)
+        index = node.slice
+        parts = index.elts if isinstance(index, ast.Tuple) else [index]
+        values = [p.value for p in parts if isinstance(p, ast.Constant) and type(p.value) is int]
+        if len(parts) != 3 or len(values) != 3:
+            raise UnsupportedLoss("write pre-activations as G[i, j, k] with three integer indices")
+        i, j, k = values
+        if not (1 <= i <= self.L and 1 <= j <= self.L and 1 <= k <= self.K):
+            raise UnsupportedLoss(f"G[{i}, {j}, {k}] is out of range: i, j in 1..{self.L}, k in 1..{self.K} (1-based)")
+        return self.G[i - 1][j - 1][k - 1]

@@ -1,0 +1,473 @@
+"""The potential Φ = E ℓ(G) and every derivative the hierarchy needs (MATH.md §2).
+
+At d = ∞ the pre-activations ``G_ijk`` are Gaussian with mean ``C_ij m_k`` (untied; 0 for
+tied and direct) and covariance
+
+    Cov(G_ijk, G_i'j'l) = C_ii'C_jj' Q1_kl + C_ij'C_ji' Q2_kl,
+
+where ``(Q1, Q2) = (q, q)`` tied, ``(q⁽¹⁾, q⁽²⁾)`` untied and ``(Ω, Ψ)`` direct. Writing
+``T = C⊗C`` on token pairs and ``P`` for the swap ``(i, j) ↦ (j, i)``, the covariance is
+``Σ = (T P_sym) ⊗ (Q1 + Q2) + (T P_anti) ⊗ (Q1 − Q2)``, which gives a low-rank factor
+``Σ = F Fᵀ`` and the feasibility condition ``Q1 ± Q2 ⪰ 0``.
+
+Derivatives treat ``Q_kl`` and ``Q_lk`` as separate variables (Φ written symmetrically):
+by Price's theorem ``∂Φ/∂Q1_kl = ½ Σ T_{ij,i'j'} E[∂²ℓ/∂G_ijk ∂G_i'j'l]`` (``T P`` for Q2) and
+``b_k = ∂Φ/∂m_k = Σ_ij C_ij E[∂ℓ/∂G_ijk]``. Model coefficients: tied ``Γ = ∂Φ/∂Q1 + ∂Φ/∂Q2``;
+untied ``a⁽¹⁾ = ∂Φ/∂Q1``, ``a⁽²⁾ = ∂Φ/∂Q2``, ``b``; direct ``A = ∂Φ/∂Q1``, ``B = ∂Φ/∂Q2``.
+
+Two ways to compute them, chosen by `Potential` (``method="auto"``):
+
+* **exact** (polynomial ℓ): Φ is a polynomial in (m, Q1, Q2) by Isserlis/Wick with mean;
+  every derivative is symbolic and compiled with ``sympy.lambdify``;
+* **quadrature** (any ℓ twice differentiable): a fixed Gaussian rule over the factor of
+  the covariance restricted to the directions ℓ depends on (the span of ∇ℓ: a row softmax
+  ignores a constant added to its row), tensor Gauss–Hermite up to 4 dimensions, scrambled
+  Sobol QMC with a fixed seed beyond. ℓ, ∇ℓ and ∇²ℓ come from symbolic derivatives,
+  compiled with numba (`momentgen.codegen`); no finite differences. The number of nodes is
+  calibrated once, at the first state, to the requested ``rtol``; the rule then stays fixed
+  so that Φ is smooth in q for the ODE solver, and each evaluation can report an error
+  estimate (its distance to the next-coarser rule).
+"""
+
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import sympy
+
+from .codegen import compile_weighted_sum
+from .errors import PotentialError, UnsupportedLoss
+from .words import check_model
+
+__all__ = ["Potential", "PotentialValue"]
+
+_TENSOR_MAX_DIM = 4
+_TRUNCATION = 10.0  # the trapezoidal rule covers [-10, 10]: Gaussian mass outside ~1e-23
+_MAX_POINTS = 400_000
+
+
+@dataclass
+class PotentialValue:
+    """Φ and its derivatives at one state; arrays indexed by 0-based k, l.
+
+    ``dQ1``, ``dQ2``: (K, K) ``∂Φ/∂Q1_kl``, ``∂Φ/∂Q2_kl``; ``b``: (K,) ``∂Φ/∂m_k``;
+    ``m_hessian``: (K, K) ``∂²Φ/∂m_k∂m_l``; ``error``: estimated absolute error of Φ and of
+    the largest derivative (0 for the exact path; None if not requested).
+    """
+
+    phi: float
+    dQ1: np.ndarray
+    dQ2: np.ndarray
+    b: np.ndarray
+    m_hessian: np.ndarray
+    error: float = None
+
+    def coefficients(self, kind, trainable):
+        """The hierarchy's coefficient values for the trainable rows, keyed by symbol name."""
+        ks = [k - 1 for k in trainable]
+        K = len(self.b)
+        if kind == "tied":
+            G = self.dQ1 + self.dQ2
+            return {f"Gamma[{k + 1},{l + 1}]": G[k, l] for k in ks for l in range(K)}
+        if kind == "untied":
+            return {f"a{r}[{k + 1},{l + 1}]": D[k, l] for r, D in ((1, self.dQ1), (2, self.dQ2)) for k in ks
+                    for l in range(K)}  # fmt: skip
+        return {f"{n}[{k + 1},{l + 1}]": D[k, l] for n, D in (("A", self.dQ1), ("B", self.dQ2)) for k in ks
+                for l in range(K)}  # fmt: skip
+
+
+class Potential:
+    """Φ(m, Q1, Q2) for one loss and one model kind, with its derivatives.
+
+    Parameters
+    ----------
+    loss : momentgen.losses.Loss
+    kind : "tied" | "untied" | "direct"
+    C : array_like, shape (L, L), optional
+        Token covariance (PSD); identity by default.
+    method : "auto" | "exact" | "quadrature"
+        "auto" takes the exact path for polynomial losses.
+    rtol : float
+        Target relative accuracy of the quadrature rule, calibrated at the first state.
+    level : int, optional
+        Fix the rule instead of calibrating it: ``2·level + 2`` trapezoidal nodes per
+        dimension (up to 4 dimensions), or the Smolyak sparse-grid level beyond.
+    seed : int
+        Seed of the random points that probe which directions ℓ depends on.
+
+    Call `evaluate` with the state of the model: tied ``q``; untied ``m, q1, q2``; direct
+    ``Omega, Psi`` (all (K, K), ``m`` (K,)). Cost of one quadrature evaluation: about
+    ``n_points × (cost of ℓ, ∇ℓ, ∇²ℓ)``; the compile of the integrand takes a few seconds
+    once per loss (cached on disk).
+    """
+
+    def __init__(self, loss, kind, C=None, method="auto", rtol=1e-8, level=None, seed=0):
+        self.loss, self.kind = loss, check_model(kind)
+        self.L, self.K = loss.L, loss.K
+        self.C = _check_covariance(C, self.L)
+        if method not in ("auto", "exact", "quadrature"):
+            raise ValueError(f"method must be 'auto', 'exact' or 'quadrature', got {method!r}")
+        if method == "exact" and not loss.is_polynomial:
+            raise UnsupportedLoss(f"loss {loss.name!r} is not a polynomial in G: use method='quadrature'")
+        self.method = "exact" if method == "exact" or (method == "auto" and loss.is_polynomial) else "quadrature"
+        self.rtol, self.level, self.seed = rtol, level, seed
+        self._pairs = _PairGeometry(self.C)
+        self._backend = _Wick(self) if self.method == "exact" else _Quadrature(self)
+
+    # ---- states ----------------------------------------------------------------------------
+    def _law(self, m, Q1, Q2):
+        K = self.K
+        m = np.zeros(K) if m is None else np.asarray(m, float).reshape(K)
+        Q1, Q2 = (np.asarray(Q, float).reshape(K, K) for Q in (Q1, Q2))
+        if not (np.all(np.isfinite(m)) and np.all(np.isfinite(Q1)) and np.all(np.isfinite(Q2))):
+            raise PotentialError(f"non-finite order parameters m={m}, Q1={Q1.tolist()}, Q2={Q2.tolist()}")
+        return m, Q1, Q2
+
+    def evaluate(self, *, q=None, m=None, q1=None, q2=None, Omega=None, Psi=None, estimate_error=False):
+        """Φ and its derivatives at a state of the model (see the class docstring)."""
+        if self.kind == "tied":
+            args = (None, _required(q, "q"), _required(q, "q"))
+        elif self.kind == "untied":
+            args = (_required(m, "m"), _required(q1, "q1"), _required(q2, "q2"))
+        else:
+            args = (None, _required(Omega, "Omega"), _required(Psi, "Psi"))
+        m, Q1, Q2 = self._law(*args)
+        value = self._backend.evaluate(m, Q1, Q2, estimate_error)
+        if not np.isfinite(value.phi) or not all(np.all(np.isfinite(x)) for x in (value.dQ1, value.dQ2, value.b)):
+            raise PotentialError(f"Phi of loss {self.loss.name!r} is not finite at m={m.tolist()}, "
+                                 f"Q1={Q1.tolist()}, Q2={Q2.tolist()}: check the loss and the state")  # fmt: skip
+        return value
+
+    def m_star(self, q1, q2, m0, trainable, tol=1e-11, max_iter=60):
+        """The slaved mean m*(q): solve ∂Φ/∂m_k = 0 over trainable k (untied fast phase end).
+
+        Safeguarded Newton (backtracking on Φ, gradient steps where the m-Hessian is not
+        positive definite), warm-started at ``m0``; fixed indices keep their ``m0``.
+        Raises `PotentialError` naming q and the loss if it fails or if the m-Hessian is
+        not positive definite at the solution.
+        """
+        if self.kind != "untied":
+            raise PotentialError("m*(q) exists only for the untied model")
+        idx = np.array([k - 1 for k in trainable])
+        m = np.asarray(m0, float).copy()
+        value = self.evaluate(m=m, q1=q1, q2=q2)
+        for _ in range(max_iter):
+            g, H = value.b[idx], value.m_hessian[np.ix_(idx, idx)]
+            if np.max(np.abs(g)) <= tol * max(1.0, abs(value.phi)):
+                if np.linalg.eigvalsh(H).min() <= 0:
+                    break
+                return m
+            step = _newton_step(g, H)
+            alpha = 1.0
+            while alpha > 1e-10:
+                trial = m.copy()
+                trial[idx] += alpha * step
+                candidate = self.evaluate(m=trial, q1=q1, q2=q2)
+                if candidate.phi <= value.phi + 1e-4 * alpha * (g @ step) + 1e-15 * abs(value.phi):
+                    break
+                alpha /= 2
+            m, value = trial, candidate
+        raise PotentialError(
+            f"no strongly convex m*(q) for loss {self.loss.name!r} at q1={np.round(q1, 6).tolist()}, "
+            f"q2={np.round(q2, 6).tolist()} (last m={np.round(m, 6).tolist()}, dPhi/dm={value.b[idx].tolist()}, "
+            f"m-Hessian eigenvalues {np.linalg.eigvalsh(value.m_hessian[np.ix_(idx, idx)]).tolist()}): "
+            "the fast phase has no stable fixed point here; check the loss, or follow the branch from a nearby q"
+        )
+
+
+def _newton_step(g, H):
+    try:
+        np.linalg.cholesky(H)
+        return -np.linalg.solve(H, g)
+    except np.linalg.LinAlgError:
+        return -g / max(1.0, np.abs(H).max())
+
+
+def _required(value, name):
+    if value is None:
+        raise PotentialError(f"missing state `{name}` for this model")
+    return value
+
+
+def _check_covariance(C, L):
+    C = np.eye(L) if C is None else np.asarray(C, dtype=float)
+    if C.shape != (L, L):
+        raise PotentialError(f"`C` has shape {C.shape}; the loss has L = {L} tokens, so C must be ({L}, {L})")
+    if not np.allclose(C, C.T, atol=1e-12) or np.linalg.eigvalsh(C).min() < -1e-12 * max(1, np.abs(C).max()):
+        raise PotentialError(f"`C` must be a symmetric positive semi-definite matrix, got {C.tolist()}")
+    return C
+
+
+class _PairGeometry:
+    """Token-pair matrices for ``L`` tokens: T = C⊗C, T P, vec C, and the factor blocks of T P_sym/anti."""
+
+    def __init__(self, C):
+        L = len(C)
+        self.L = L
+        self.T = np.kron(C, C)
+        swap = np.zeros((L * L, L * L))
+        for i in range(L):
+            for j in range(L):
+                swap[i * L + j, j * L + i] = 1
+        self.TP = self.T @ swap
+        self.c = C.reshape(-1)
+        w, V = np.linalg.eigh(self.T)
+        root = (V * np.sqrt(np.clip(w, 0, None))) @ V.T
+        sym, anti = [], []
+        for i in range(L):
+            for j in range(i, L):
+                e = np.zeros(L * L)
+                e[i * L + j] += 1
+                e[j * L + i] += 1 if i != j else 0
+                sym.append(e / np.linalg.norm(e))
+                if i != j:
+                    a = np.zeros(L * L)
+                    a[i * L + j], a[j * L + i] = 1, -1
+                    anti.append(a / np.sqrt(2))
+        self.sym_root = root @ np.array(sym).T  # (L², L(L+1)/2): T P_sym = R Rᵀ
+        self.anti_root = root @ np.array(anti).reshape(-1, L * L).T  # (L², L(L−1)/2)
+
+    def covariance(self, Q1, Q2):
+        return np.kron(self.T, Q1) + np.kron(self.TP, Q2)
+
+    def mean(self, m):
+        return np.kron(self.c, m)
+
+    def contract(self, grad, hess, K):
+        """(∂Φ/∂Q1, ∂Φ/∂Q2, b, m-Hessian) from E∇ℓ (p,) and E∇²ℓ (p, p) by Price's theorem."""
+        H = hess.reshape(self.L**2, K, self.L**2, K)
+        g = grad.reshape(self.L**2, K)
+        dQ1 = 0.5 * np.einsum("ab,akbl->kl", self.T, H)
+        dQ2 = 0.5 * np.einsum("ab,akbl->kl", self.TP, H)
+        return dQ1, dQ2, self.c @ g, np.einsum("a,b,akbl->kl", self.c, self.c, H)
+
+
+def _psd_root(Q, name, state):
+    Q = 0.5 * (Q + Q.T)
+    w, V = np.linalg.eigh(Q)
+    if w.min() < -1e-10 * max(1.0, np.abs(w).max()):
+        raise PotentialError(
+            f"order parameters outside the feasible set: {name} has eigenvalue {w.min():.3g} < 0 at {state}; "
+            "q1 + q2 and q1 - q2 (tied: q; direct: Omega ± Psi) must be positive semi-definite"
+        )
+    return (V * np.sqrt(np.clip(w, 0, None))) @ V.T
+
+
+class _Quadrature:
+    """Gaussian expectations of ℓ, ∇ℓ, ∇²ℓ on a fixed rule over the relevant directions."""
+
+    def __init__(self, potential):
+        self.potential = potential
+        loss = potential.loss
+        v = loss.variables
+        self.p = len(v)
+        self.groups = _additive_groups(loss.expr)
+        outputs = []
+        for term in self.groups:
+            grad = [sympy.diff(term, x) for x in v]
+            hess = [sympy.diff(grad[a], v[b]) for a in range(self.p) for b in range(a, self.p)]
+            bad = [h for h in hess if h.has(sympy.DiracDelta, sympy.Derivative, sympy.Subs)]
+            if bad:
+                raise UnsupportedLoss(
+                    f"the second derivatives of loss {loss.name!r} are not ordinary functions (e.g. {bad[0]}): "
+                    "Price's theorem needs a loss twice differentiable without Dirac masses; "
+                    "use a smooth activation (softplus, tanh, erf) instead of relu/abs"
+                )
+            outputs.append([term] + grad + hess)
+        self.kernel = compile_weighted_sum(outputs, v)
+        self.upper = np.triu_indices(self.p)
+        self.features = [self._feature_basis(g) for g in range(len(self.groups))]
+        self.level = potential.level
+
+    def _feature_basis(self, group):
+        """Orthonormal basis (p, f) of the directions a term depends on: the span of its ∇ at random points."""
+        rng = np.random.default_rng(self.potential.seed)
+        probes = rng.standard_normal((3 * self.p + 3, self.p))
+        grads = np.array([self.kernel(x[None, :], np.ones(1), group)[1 : 1 + self.p] for x in probes])
+        _, s, Vt = np.linalg.svd(grads, full_matrices=False)
+        rank = int(np.sum(s > 1e-9 * s[0])) if s[0] > 0 else 0
+        return Vt[:rank].T
+
+    def _factors(self, m, Q1, Q2):
+        """Mean (p,) of G and, per term group, the covariance factor restricted to its directions."""
+        pairs, state = self.potential._pairs, f"Q1={Q1.tolist()}, Q2={Q2.tolist()}"
+        blocks = [np.kron(pairs.sym_root, _psd_root(Q1 + Q2, "Q1 + Q2", state))]
+        if pairs.anti_root.size and not np.array_equal(Q1, Q2):
+            blocks.append(np.kron(pairs.anti_root, _psd_root(Q1 - Q2, "Q1 - Q2", state)))
+        F = np.hstack(blocks)
+        restricted = []
+        for basis in self.features:
+            if basis.shape[1] >= F.shape[1]:
+                restricted.append(F)
+                continue
+            Qz, R = np.linalg.qr(F.T @ basis)
+            restricted.append(F @ (Qz * np.where(np.diag(R) < 0, -1.0, 1.0)))  # unique QR: continuous in the state
+        return pairs.mean(m), restricted
+
+    def _moments(self, mean, factors, level):
+        out = 0
+        for group, F in enumerate(factors):
+            z, w = _rule(F.shape[1], level)
+            out = out + self.kernel(mean + z @ F.T, w, group)
+        hess = np.zeros((self.p, self.p))
+        hess[self.upper] = out[1 + self.p :]
+        hess = hess + np.triu(hess, 1).T
+        return out[0], out[1 : 1 + self.p], hess
+
+    def _value(self, mean, factors, level):
+        phi, grad, hess = self._moments(mean, factors, level)
+        return PotentialValue(phi, *self.potential._pairs.contract(grad, hess, self.potential.K))
+
+    def _calibrate(self, mean, factors):
+        """Lowest level whose result changes by < rtol at the next level."""
+        previous, level = self._value(mean, factors, 1), 2
+        dim = max(F.shape[1] for F in factors)
+        while True:
+            current = self._value(mean, factors, level)
+            change = _difference(previous, current) / _scale(current)
+            if change <= self.potential.rtol:
+                return level
+            if len(_rule(dim, level + 1)[1]) > _MAX_POINTS:
+                warnings.warn(f"quadrature for loss {self.potential.loss.name!r} stopped at level {level} "
+                              f"(dimension {dim}) short of rtol={self.potential.rtol:g}: relative change "
+                              f"{change:.2g}", stacklevel=4)  # fmt: skip
+                return level
+            previous, level = current, level + 1
+
+    def evaluate(self, m, Q1, Q2, estimate_error):
+        mean, factors = self._factors(m, Q1, Q2)
+        if self.level is None:
+            self.level = self._calibrate(mean, factors)
+        value = self._value(mean, factors, self.level)
+        if estimate_error:  # the next-coarser rule's distance: a conservative error estimate
+            value.error = _difference(self._value(mean, factors, self.level - 1), value) if self.level > 1 else np.inf
+        return value
+
+
+def _additive_groups(expr):
+    """Split ℓ into sums of top-level terms that depend on the same variables.
+
+    Each group is integrated over its own (often much smaller) set of directions: a
+    row-softmax loss on L = 2 tokens is a sum over rows, each row a 2-dimensional integral
+    for K = 2 instead of one 4-dimensional one.
+    """
+    groups = {}
+    for term in sympy.Add.make_args(expr):
+        key = frozenset(term.free_symbols)
+        groups[key] = groups.get(key, 0) + term
+    return [g for g in groups.values() if g.free_symbols] or [expr]
+
+
+@lru_cache(maxsize=64)
+def _rule(dim, level):
+    """Points (n, dim) and weights (n,) of the level-``level`` rule for N(0, I_dim) (read-only)."""
+    points, weights = _tensor_rule(dim, level) if dim <= _TENSOR_MAX_DIM else _sparse_rule(dim, level)
+    points.flags.writeable = weights.flags.writeable = False
+    return points, weights
+
+
+def _tensor_rule(dim, level):
+    """Tensor trapezoidal rule with ``2·level + 2`` nodes per dimension on [−10, 10].
+
+    For integrands analytic in a strip (softmax, tanh, erf) the trapezoidal rule under the
+    Gaussian weight converges geometrically in the node count, where Gauss–Hermite only
+    converges root-exponentially; successive levels then differ by about the coarser
+    level's error, which makes that difference a conservative error estimate.
+    Weights below 1e-18 of the largest (the far corners) are pruned.
+    """
+    x = np.linspace(-_TRUNCATION, _TRUNCATION, 2 * level + 2)
+    w = (x[1] - x[0]) * np.exp(-(x**2) / 2) / np.sqrt(2 * np.pi)
+    points = np.stack([g.ravel() for g in np.meshgrid(*[x] * dim, indexing="ij")], axis=1)
+    weights = np.prod(np.meshgrid(*[w] * dim, indexing="ij"), axis=0).ravel()
+    keep = weights > 1e-18 * weights.max()
+    return points[keep], weights[keep]
+
+
+def _sparse_rule(dim, level):
+    """Smolyak sparse grid (combination technique) of Gauss–Hermite rules with 2i − 1 nodes.
+
+    ``A(d + ℓ, d) = Σ_{d+ℓ−d+1 ≤ |i| ≤ d+ℓ} (−1)^{d+ℓ−|i|} C(d−1, d+ℓ−|i|) ⊗_j U^{i_j}``;
+    coincident points (the shared centre) are merged.
+    """
+    from itertools import product
+    from math import comb
+
+    rules = {i: np.polynomial.hermite_e.hermegauss(2 * i - 1) for i in range(1, level + 2)}
+    q = dim + level
+    points, weights = [], []
+    for index in product(range(1, level + 2), repeat=dim):
+        total = sum(index)
+        if not max(dim, q - dim + 1) <= total <= q:
+            continue
+        factor = (-1) ** (q - total) * comb(dim - 1, q - total)
+        xs = [rules[i][0] for i in index]
+        ws = [rules[i][1] / np.sqrt(2 * np.pi) for i in index]
+        points.append(np.stack([g.ravel() for g in np.meshgrid(*xs, indexing="ij")], axis=1))
+        weights.append(factor * np.prod(np.meshgrid(*ws, indexing="ij"), axis=0).ravel())
+    points, weights = np.vstack(points), np.concatenate(weights)
+    unique, inverse = np.unique(np.round(points, 12), axis=0, return_inverse=True)
+    return unique, np.bincount(inverse.ravel(), weights=weights, minlength=len(unique))
+
+
+def _difference(a, b):
+    return float(max(abs(a.phi - b.phi), *(np.max(np.abs(x - y)) for x, y in
+                                           ((a.dQ1, b.dQ1), (a.dQ2, b.dQ2), (a.b, b.b), (a.m_hessian, b.m_hessian)))))  # fmt: skip
+
+
+def _scale(v):
+    return max(abs(v.phi), np.max(np.abs(v.dQ1)), np.max(np.abs(v.dQ2)), np.max(np.abs(v.b)), 1e-300)
+
+
+class _Wick:
+    """Closed-form Φ(m, Q1, Q2) of a polynomial loss by Isserlis/Wick with mean; symbolic derivatives."""
+
+    def __init__(self, potential):
+        loss, K, pairs = potential.loss, potential.K, potential._pairs
+        self.K = K
+        self.m = sympy.symbols(f"m_1:{K + 1}", real=True)
+        self.Q1 = sympy.Matrix(K, K, lambda k, l: sympy.Symbol(f"Q1_{k + 1}_{l + 1}", real=True))
+        self.Q2 = sympy.Matrix(K, K, lambda k, l: sympy.Symbol(f"Q2_{k + 1}_{l + 1}", real=True))
+        mean = [sympy.nsimplify(float(pairs.c[a // K])) * self.m[a % K] for a in range(len(loss.variables))]
+        cov = self._covariance(pairs, len(loss.variables))
+        self.phi = sympy.expand(self._expectation(loss, mean, cov))
+        params = list(self.m) + list(self.Q1) + list(self.Q2)
+        outputs = [self.phi] + [sympy.diff(self.phi, s) for s in list(self.Q1) + list(self.Q2) + list(self.m)]
+        outputs += [sympy.diff(self.phi, a, b) for a in self.m for b in self.m]
+        self._function = sympy.lambdify(params, outputs, modules="numpy", cse=True)
+
+    def _covariance(self, pairs, p):
+        K = self.K
+        T, TP = (sympy.Matrix(x.shape[0], x.shape[1], [sympy.nsimplify(float(v)) for v in x.ravel()])
+                 for x in (pairs.T, pairs.TP))  # fmt: skip
+        Q1 = (self.Q1 + self.Q1.T) / 2  # Φ written symmetrically in Q_kl, Q_lk
+        Q2 = (self.Q2 + self.Q2.T) / 2
+        return [[T[a // K, b // K] * Q1[a % K, b % K] + TP[a // K, b // K] * Q2[a % K, b % K]
+                 for b in range(p)] for a in range(p)]  # fmt: skip
+
+    @staticmethod
+    def _expectation(loss, mean, cov):
+        memo = {(): sympy.Integer(1)}
+
+        def moment(factors):  # E[Π G_a] over a sorted tuple of variable indices (Stein recursion)
+            if factors not in memo:
+                first, rest = factors[0], factors[1:]
+                total = mean[first] * moment(rest)
+                for j, other in enumerate(rest):
+                    total += cov[first][other] * moment(rest[:j] + rest[j + 1 :])
+                memo[factors] = sympy.expand(total)
+            return memo[factors]
+
+        poly = sympy.Poly(loss.expr, *loss.variables)
+        return sum(coeff * moment(tuple(a for a, e in enumerate(exps) for _ in range(e)))
+                   for exps, coeff in poly.terms())  # fmt: skip
+
+    def evaluate(self, m, Q1, Q2, estimate_error):
+        K = self.K
+        _psd_root(Q1 + Q2, "Q1 + Q2", f"Q1={Q1.tolist()}, Q2={Q2.tolist()}")
+        _psd_root(Q1 - Q2, "Q1 - Q2", f"Q1={Q1.tolist()}, Q2={Q2.tolist()}")
+        out = np.array(self._function(*m, *Q1.ravel(), *Q2.ravel()), dtype=float)
+        dQ1, dQ2 = out[1 : 1 + K * K].reshape(K, K), out[1 + K * K : 1 + 2 * K * K].reshape(K, K)
+        b = out[1 + 2 * K * K : 1 + 2 * K * K + K]
+        return PotentialValue(float(out[0]), dQ1, dQ2, b, out[1 + 2 * K * K + K :].reshape(K, K),
+                              0.0 if estimate_error else None)  # fmt: skip
