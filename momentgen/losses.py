@@ -162,14 +162,18 @@ def parse_expression(text, L, K):
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
-        raise UnsupportedLoss(f"cannot parse loss expression {text!r}: {error}") from None
+        raise UnsupportedLoss(f"cannot parse loss expression {_short(text)}: {error}") from None
     try:
         expr = _Translator(L, K).visit(tree.body)
     except RecursionError:
         raise UnsupportedLoss("loss expression is nested too deeply") from None
     if not isinstance(expr, sympy.Expr) or not (expr.free_symbols & set(variables(L, K))):
-        raise UnsupportedLoss(f"loss expression {text!r} does not depend on any G[i, j, k]")
+        raise UnsupportedLoss(f"loss expression {_short(text)} does not depend on any G[i, j, k]")
     return Loss(expr, L, K, text.strip())
+
+
+def _short(text, limit=60):
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"… ({len(text)} characters)"
 
 
 class _Translator(ast.NodeVisitor):

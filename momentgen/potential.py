@@ -45,6 +45,7 @@ __all__ = ["Potential", "PotentialValue"]
 _TENSOR_MAX_DIM = 4
 _TRUNCATION = 10.0  # the trapezoidal rule covers [-10, 10]: Gaussian mass outside ~1e-23
 _MAX_POINTS = 400_000
+_MAX_LEVEL = 60
 
 
 @dataclass
@@ -52,7 +53,7 @@ class PotentialValue:
     """Φ and its derivatives at one state; arrays indexed by 0-based k, l.
 
     ``dQ1``, ``dQ2``: (K, K) ``∂Φ/∂Q1_kl``, ``∂Φ/∂Q2_kl``; ``b``: (K,) ``∂Φ/∂m_k``;
-    ``m_hessian``: (K, K) ``∂²Φ/∂m_k∂m_l``; ``error``: estimated absolute error of Φ and of
+    ``m_hessian``: (K, K) ``∂²Φ/∂m_k∂m_l`` (both zero for tied and direct, which have no mean); ``error``: estimated absolute error of Φ and of
     the largest derivative (0 for the exact path; None if not requested).
     """
 
@@ -134,6 +135,8 @@ class Potential:
             args = (None, _required(Omega, "Omega"), _required(Psi, "Psi"))
         m, Q1, Q2 = self._law(*args)
         value = self._backend.evaluate(m, Q1, Q2, estimate_error)
+        if self.kind != "untied":  # centred pre-activations: there is no mean to differentiate by
+            value.b, value.m_hessian = np.zeros(self.K), np.zeros((self.K, self.K))
         if not np.isfinite(value.phi) or not all(np.all(np.isfinite(x)) for x in (value.dQ1, value.dQ2, value.b)):
             raise PotentialError(f"Phi of loss {self.loss.name!r} is not finite at m={m.tolist()}, "
                                  f"Q1={Q1.tolist()}, Q2={Q2.tolist()}: check the loss and the state")  # fmt: skip
@@ -325,10 +328,12 @@ class _Quadrature:
         dim = max(F.shape[1] for F in factors)
         while True:
             current = self._value(mean, factors, level)
+            if not np.isfinite(_scale(current)):
+                return level  # evaluate() reports the non-finite value with the state
             change = _difference(previous, current) / _scale(current)
             if change <= self.potential.rtol:
                 return level
-            if len(_rule(dim, level + 1)[1]) > _MAX_POINTS:
+            if len(_rule(dim, level + 1)[1]) > _MAX_POINTS or level >= _MAX_LEVEL:
                 warnings.warn(f"quadrature for loss {self.potential.loss.name!r} stopped at level {level} "
                               f"(dimension {dim}) short of rtol={self.potential.rtol:g}: relative change "
                               f"{change:.2g}", stacklevel=4)  # fmt: skip
@@ -361,10 +366,8 @@ def _additive_groups(expr):
 
 @lru_cache(maxsize=64)
 def _rule(dim, level):
-    """Points (n, dim) and weights (n,) of the level-``level`` rule for N(0, I_dim) (read-only)."""
-    points, weights = _tensor_rule(dim, level) if dim <= _TENSOR_MAX_DIM else _sparse_rule(dim, level)
-    points.flags.writeable = weights.flags.writeable = False
-    return points, weights
+    """Points (n, dim) and weights (n,) of the level-``level`` rule for N(0, I_dim); cached, do not modify."""
+    return _tensor_rule(dim, level) if dim <= _TENSOR_MAX_DIM else _sparse_rule(dim, level)
 
 
 def _tensor_rule(dim, level):
@@ -428,7 +431,9 @@ class _Wick:
         self.m = sympy.symbols(f"m_1:{K + 1}", real=True)
         self.Q1 = sympy.Matrix(K, K, lambda k, l: sympy.Symbol(f"Q1_{k + 1}_{l + 1}", real=True))
         self.Q2 = sympy.Matrix(K, K, lambda k, l: sympy.Symbol(f"Q2_{k + 1}_{l + 1}", real=True))
-        mean = [sympy.nsimplify(float(pairs.c[a // K])) * self.m[a % K] for a in range(len(loss.variables))]
+        centred = potential.kind != "untied"  # tied and direct pre-activations have mean 0
+        mean = [0 if centred else sympy.nsimplify(float(pairs.c[a // K])) * self.m[a % K]
+                for a in range(len(loss.variables))]  # fmt: skip
         cov = self._covariance(pairs, len(loss.variables))
         self.phi = sympy.expand(self._expectation(loss, mean, cov))
         params = list(self.m) + list(self.Q1) + list(self.Q2)

@@ -1,0 +1,99 @@
+"""Loss specification: built-ins and the restricted expression parser."""
+
+import pytest
+import sympy
+
+from momentgen.errors import UnsupportedLoss
+from momentgen.losses import ACTIVATIONS, builtin, parse_expression
+
+
+def G(i, j, k):
+    return sympy.Symbol(f"G_{i}_{j}_{k}", real=True)
+
+
+def act(name, argument):
+    h = ACTIVATIONS[name]
+    return h.subs(sympy.Symbol("x", real=True), argument)
+
+
+def test_mse_readout_for_one_token_is_h_itself():
+    for name in ACTIVATIONS:
+        loss = builtin("mse", L=1, K=2, activation=name)
+        assert sympy.expand(loss.expr - (act(name, G(1, 1, 1)) - act(name, G(1, 1, 2))) ** 2) == 0
+
+
+def test_mse_readout_averages_over_token_pairs():
+    loss = builtin("mse", L=2, K=3, activation="h1", student=[1, 3], teacher=[2])
+    y = lambda k: sum(G(i, j, k) for i in (1, 2) for j in (1, 2)) / 2  # noqa: E731
+    assert sympy.expand(loss.expr - (y(1) + y(3) - y(2)) ** 2) == 0
+    assert len(loss.variables) == 12 and loss.is_polynomial
+
+
+def test_softmax_mse_matches_its_definition():
+    loss = builtin("softmax-mse", L=2, K=2)
+    point = {G(i, j, k): 0.1 * i - 0.3 * j + 0.7 * k * (i == j) for i in (1, 2) for j in (1, 2) for k in (1, 2)}
+
+    def softmax_row(k, i):
+        z = [point[G(i, j, k)] for j in (1, 2)]
+        total = sum(sympy.exp(v) for v in z)
+        return [sympy.exp(v) / total for v in z]
+
+    expected = sum((a - b) ** 2 for i in (1, 2) for a, b in zip(softmax_row(1, i), softmax_row(2, i)))
+    assert float(loss.expr.subs(point)) == pytest.approx(float(expected), rel=1e-14)
+    assert not loss.is_polynomial
+
+
+def test_expression_parser_builds_the_same_sympy_expression():
+    loss = parse_expression("(tanh(G[1,2,1]) - h3(G[2,1,2]))**2 / 2 + 0.25 * exp(-G[1,1,1]) * pi", 2, 2)
+    expected = (sympy.tanh(G(1, 2, 1)) - act("h3", G(2, 1, 2))) ** 2 / 2
+    expected += sympy.Rational(1, 4) * sympy.exp(-G(1, 1, 1)) * sympy.pi
+    assert sympy.expand(loss.expr - expected) == 0
+
+
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ('__import__("os").system("echo hacked")', "Attribute"),
+        ("G[1,1,1].conjugate()", "Attribute"),
+        ("G.__class__", "Attribute"),
+        ("open('/etc/passwd')", "'open'"),
+        ("eval('1')", "'eval'"),
+        ("lambda: G[1,1,1]", "Lambda"),
+        ("[G[1,1,1]]", "List"),
+        ("G[1,1,1] if G[1,1,2] else 0", "IfExp"),
+        ("x + G[1,1,1]", "unknown name 'x'"),
+        ("G[1,1,3]", "out of range"),
+        ("G[1,1]", "three integer indices"),
+        ("G[1,1,1.5]", "three integer indices"),
+        ("G[1,1,1] ** G[1,1,2]", "powers"),
+        ("G[1,1,1] ** 1000", "powers"),
+        ("exp(G[1,1,1], 2)", "exactly one argument"),
+        ("exp(x=G[1,1,1])", "keywords"),
+        ("'a' * 3", "not a number"),
+        ("1 + 2", "does not depend"),
+        ("G[1,1,1] +", "cannot parse"),
+        ("(" * 200 + "G[1,1,1]" + ")" * 200, "nested"),
+        ("-" * 3000 + "G[1,1,1]", "recursion"),
+        ("G[1,1,1] // 2", "FloorDiv"),
+        ("G[1,1,1] @ G[1,1,2]", "MatMult"),
+        ("G[1,1,1] + " * 2000 + "1", "characters long"),
+    ],
+)
+def test_hostile_or_malformed_expressions_are_rejected(text, needle):
+    with pytest.raises(UnsupportedLoss, match=needle.replace("(", r"\(").replace("[", r"\[")):
+        parse_expression(text, 1, 2)
+
+
+@pytest.mark.parametrize(
+    "call,needle",
+    [
+        (lambda: builtin("hinge"), "unknown built-in loss"),
+        (lambda: builtin("mse", activation="swish"), "unknown activation"),
+        (lambda: builtin("mse", K=2, teacher=[3]), "teacher indices"),
+        (lambda: builtin("mse", L=0), "L must be"),
+        (lambda: builtin("softmax-mse", L=2, K=2, temperature=2), "bad options"),
+    ],
+)
+def test_bad_builtin_options(call, needle):
+    with pytest.raises(UnsupportedLoss, match=needle):
+        call()
