@@ -5,10 +5,16 @@ Subcommands:
 * ``momentgen words --model tied --K 2 --degree 6``: count (or ``--list``) canonical words;
 * ``momentgen hierarchy --model tied --K 2 --trainable 1 --degree 10 --observables "S1 S2"``:
   derive a truncation and print its diagnostics (words per degree, nnz, dropped words,
-  coefficient symbols); ``--why WORD`` explains why a word is in the state.
+  coefficient symbols); ``--why WORD`` explains why a word is in the state;
+* ``momentgen generate-truncation CONFIG [--degree M] [--out generated/NAME.py]``: write an
+  importable module (and its .npz) for a configuration file;
+* ``momentgen solve CONFIG --json OUT [--degree M]``: integrate degrees M and M − 2 and
+  write the trajectory, status and validity horizon.
 """
 
 import argparse
+import json
+import pathlib
 import sys
 import time
 
@@ -46,6 +52,35 @@ def _cmd_hierarchy(args):
         print("\n".join("  " + line for line in program.why(word)))
 
 
+def _cmd_generate(args):
+    from .config import load_config
+    from .emit import write_module
+
+    config = load_config(args.config)
+    degree = args.degree or config.section("truncation")["degree"]
+    out = args.out or pathlib.Path("generated") / f"{pathlib.Path(args.config).stem}_M{degree}.py"
+    command = f"momentgen generate-truncation {args.config} --degree {degree} --out {out}"
+    start = time.perf_counter()
+    program = write_module(config, out, degree, command=command)
+    print(program.summary())
+    print(f"wrote {out} and {pathlib.Path(out).with_suffix('.npz')} in {time.perf_counter() - start:.2f} s")
+
+
+def _cmd_solve(args):
+    from .config import load_config
+    from .integrate import solve_config
+
+    config = load_config(args.config)
+    start = time.perf_counter()
+    result = solve_config(config, args.degree)
+    out = pathlib.Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result))
+    print(f"{result['model']} degree {result['degree']}: status {result['status']}, valid until "
+          f"{result['valid_until']:.4g} on {result['time_scale']} ({result['message']}); "
+          f"{time.perf_counter() - start:.2f} s; wrote {out}")  # fmt: skip
+
+
 def _parser():
     parser = argparse.ArgumentParser(prog="momentgen", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -65,6 +100,18 @@ def _parser():
     )
     hierarchy.add_argument("--why", nargs="*", default=[], help="words whose presence to explain")
     hierarchy.set_defaults(run=_cmd_hierarchy)
+
+    generate = sub.add_parser("generate-truncation", help="write an importable truncation module")
+    generate.add_argument("config", help="TOML configuration file")
+    generate.add_argument("--degree", type=int, help="override [truncation] degree")
+    generate.add_argument("--out", help="module path (default generated/<config>_M<degree>.py)")
+    generate.set_defaults(run=_cmd_generate)
+
+    solve = sub.add_parser("solve", help="integrate a truncation with its validity horizon")
+    solve.add_argument("config", help="TOML configuration file")
+    solve.add_argument("--json", required=True, help="output JSON path")
+    solve.add_argument("--degree", type=int, help="override [truncation] degree")
+    solve.set_defaults(run=_cmd_solve)
     return parser
 
 

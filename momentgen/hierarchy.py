@@ -386,6 +386,32 @@ class Program:
             reason.update({int(i): reasons[r] for i, r in zip(at[~has_parent], reason_ids[~has_parent])})
         return cls(model, degree, symbols, lengths, packed, csr, dropped_packed, dropped_csr, parent, via, reason)
 
+    # ---- storage -------------------------------------------------------------------------------
+    _ARRAYS = ("lengths", "packed", "indptr", "symbol", "target", "multiplicity", "dropped_packed",
+               "dropped_indptr", "dropped_symbol", "dropped_target", "dropped_multiplicity", "parent", "via")  # fmt: skip
+
+    def to_arrays(self):
+        """The program as a dict of numpy arrays (plus symbol names/factors and root reasons)."""
+        out = {name: getattr(self, name) for name in self._ARRAYS}
+        out["symbol_names"] = np.array([s.name for s in self.symbols])
+        out["symbol_factors"] = np.array([s.factor for s in self.symbols])
+        out["symbol_meanings"] = np.array([s.meaning for s in self.symbols])
+        out["reason_index"] = np.array(sorted(self.reason), dtype=np.int64)
+        out["reason_text"] = np.array([self.reason[i] for i in sorted(self.reason)])
+        return out
+
+    @classmethod
+    def from_arrays(cls, model, degree, arrays):
+        """Inverse of `to_arrays`."""
+        a = {name: np.asarray(arrays[name]) for name in cls._ARRAYS}
+        symbols = [Coefficient(str(n), float(f), str(m)) for n, f, m in
+                   zip(arrays["symbol_names"], arrays["symbol_factors"], arrays["symbol_meanings"])]  # fmt: skip
+        reason = {int(i): str(r) for i, r in zip(arrays["reason_index"], arrays["reason_text"])}
+        csr = a["indptr"], a["symbol"], a["target"], a["multiplicity"]
+        dropped = a["dropped_indptr"], a["dropped_symbol"], a["dropped_target"], a["dropped_multiplicity"]
+        return cls(model, degree, symbols, a["lengths"], a["packed"], csr, a["dropped_packed"], dropped,
+                   a["parent"], a["via"], reason)  # fmt: skip
+
     # ---- looking things up ------------------------------------------------------------
     @cached_property
     def word_codes(self):

@@ -1,0 +1,206 @@
+"""Initial moments: exact d = ∞ values for Gaussian initialisations, empirical ones from matrices.
+
+An initialisation is given per index ``k`` (1-based) as an `InitSpec`:
+
+* ``gaussian``: factors with iid ``N(0, scale²/d)`` entries and inner width
+  ``d_k = width_ratio · d`` — tied ``W_k`` (``S_k = W_k W_kᵀ``), untied ``U_k, V_k`` (scales
+  ``scale_U``, ``scale_V``), direct ``S_k`` itself (``d × d``, width ratio 1);
+* ``identity``: ``S_k = c I`` (untied: ``U_k = V_k = √c I``, so every letter is ``c I``);
+* ``from-file``: finite-d matrices from an ``.npz`` (tied ``W`` or ``S``; untied ``U``, ``V``;
+  direct ``S``).
+
+Exact d = ∞ moments of Gaussian factors (student and teacher independent) come from
+planar Wick pairings: a letter is a product of Gaussian factors (``S = W Wᵀ``,
+``M = U Vᵀ``, ``Mᵀ = V Uᵀ``, ``A = U Uᵀ``, ``B = V Vᵀ``), and at d = ∞ the normalised trace
+of a product of factors is the sum over non-crossing pairings of each factor ``G`` with a
+``Gᵀ`` of the same matrix, each pair weighted by ``scale²`` and each face of the planar map
+that runs through a factor's inner index by its width ratio. The recursion pairs the
+first factor with each compatible partner and splits the rest into the inside and the
+outside of the arc; memoised on the factor sequence, a word of length w costs O(w³).
+"""
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .errors import ModelError
+from .matrices import letter_matrices, trace_moments
+
+__all__ = ["InitSpec", "exact_moments", "empirical_moments", "sample_factors", "load_factors"]
+
+INIT_KINDS = ("gaussian", "identity", "from-file")
+
+
+@dataclass(frozen=True)
+class InitSpec:
+    """How index ``k`` is initialised (see the module docstring); scales are entry std·√d."""
+
+    kind: str = "gaussian"
+    width_ratio: float = 1.0
+    scale: float = 1.0
+    scale_U: float = 1.0
+    scale_V: float = 1.0
+    c: float = 1.0
+    path: str = None
+    mean: float = 0.0  # untied only: m_k = Tr(M_k)/√d at the start (an O(1) shift of M_k)
+
+    def __post_init__(self):
+        if self.kind not in INIT_KINDS:
+            raise ModelError(f"unknown init kind {self.kind!r}: choose one of {', '.join(INIT_KINDS)}")
+        for name in ("width_ratio", "scale", "scale_U", "scale_V"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
+                raise ModelError(f"init `{name}` must be a positive number, got {value!r}")
+        if self.kind == "from-file" and not self.path:
+            raise ModelError("init kind 'from-file' needs `path` (an .npz of finite-d matrices)")
+
+
+# ---- exact d = ∞ moments -------------------------------------------------------------------
+
+
+def _letter_factors(kind, k, spec):
+    """Scalar and Gaussian factors of each letter kind of index k.
+
+    A factor is (matrix, transposed); matrix = (name, k). Returns {letter kind: (scalar, factors)}.
+    """
+    if spec.kind == "identity":
+        kinds = {"tied": ("S",), "untied": ("M", "M^T", "A", "B"), "direct": ("S", "S^T")}[kind]
+        return {kk: (spec.c, ()) for kk in kinds}
+    if kind == "tied":
+        W = ("W", k)
+        return {"S": (1.0, ((W, False), (W, True)))}
+    if kind == "direct":
+        S = ("S", k)
+        return {"S": (1.0, ((S, False),)), "S^T": (1.0, ((S, True),))}
+    U, V = ("U", k), ("V", k)
+    return {
+        "M": (1.0, ((U, False), (V, True))),
+        "M^T": (1.0, ((V, False), (U, True))),
+        "A": (1.0, ((U, False), (U, True))),
+        "B": (1.0, ((V, False), (V, True))),
+    }
+
+
+def _matrix_laws(kind, specs):
+    """{matrix: (entry variance · d, width ratio of its inner index)} for the Gaussian factors."""
+    laws = {}
+    for k, spec in specs.items():
+        if spec.kind != "gaussian":
+            continue
+        if kind == "tied":
+            laws[("W", k)] = (spec.scale**2, spec.width_ratio)
+        elif kind == "direct":
+            laws[("S", k)] = (spec.scale**2, 1.0)
+        else:
+            laws[("U", k)] = (spec.scale_U**2, spec.width_ratio)
+            laws[("V", k)] = (spec.scale_V**2, spec.width_ratio)
+    return laws
+
+
+def exact_moments(model, specs, words):
+    """d = ∞ moments ``μ_α`` of the words (tuples of letter codes) for independent Gaussian /
+    identity initialisations ``specs`` ({k: InitSpec}); float array of shape (len(words),)."""
+    specs = _complete(model, specs)
+    if any(s.kind == "from-file" for s in specs.values()):
+        raise ModelError("exact d = ∞ moments need gaussian or identity inits; use empirical_moments for files")
+    alphabet = model.alphabet
+    letters = []
+    for code in range(alphabet.size):
+        k = alphabet.index(code)
+        letter_kind = alphabet.kinds[code % len(alphabet.kinds)]
+        letters.append(_letter_factors(model.kind, k, specs[k])[letter_kind])
+    laws = _matrix_laws(model.kind, specs)
+
+    @lru_cache(maxsize=None)
+    def planar(factors):
+        """Σ over non-crossing compatible pairings of Π variance × Π inner-face ratios."""
+        if not factors:
+            return 1.0
+        (matrix, transposed), total = factors[0], 0.0
+        variance, ratio = laws[matrix]
+        inner_face = 1.0 if transposed else ratio  # the face inside the arc runs through the right index of factors[0]
+        for j in range(1, len(factors), 2):
+            if factors[j] == (matrix, not transposed):
+                total += variance * inner_face * planar(factors[1:j]) * planar(factors[j + 1 :])
+        return total
+
+    out = np.empty(len(words))
+    for i, word in enumerate(words):
+        scalar, factors = 1.0, ()
+        for code in word:
+            s, f = letters[code]
+            scalar, factors = scalar * s, factors + f
+        out[i] = scalar * planar(factors)
+    return out
+
+
+def _complete(model, specs):
+    missing = [k for k in range(1, model.K + 1) if k not in specs]
+    if missing:
+        raise ModelError(f"no init given for indices {missing}: add an [init.{missing[0]}] table")
+    return specs
+
+
+# ---- finite-d matrices -----------------------------------------------------------------------
+
+
+def sample_factors(model, specs, d, seed):
+    """Finite-d factors (layout of `momentgen.matrices`) drawn from ``specs`` with a seed."""
+    rng = np.random.default_rng(seed)
+    specs = _complete(model, specs)
+    factors = []
+    for k in range(1, model.K + 1):
+        spec = specs[k]
+        if spec.kind == "from-file":
+            factors.append(load_factors(model, spec.path, d))
+            continue
+        width = max(1, int(round(spec.width_ratio * d)))
+        if spec.kind == "identity":
+            root = np.sqrt(spec.c) * np.eye(d)
+            factors.append(spec.c * np.eye(d) if model.kind == "direct" else (root, root) if model.kind == "untied" else root)
+        elif model.kind == "tied":
+            factors.append(rng.standard_normal((d, width)) * spec.scale / np.sqrt(d))
+        elif model.kind == "untied":
+            U = rng.standard_normal((d, width)) * spec.scale_U / np.sqrt(d)
+            factors.append((U, rng.standard_normal((d, width)) * spec.scale_V / np.sqrt(d)))
+        else:
+            factors.append(rng.standard_normal((d, d)) * spec.scale / np.sqrt(d))
+    return factors
+
+
+def load_factors(model, path, d=None):
+    """One index's factors from an .npz: tied ``W`` (or ``S``, then W = S^½), untied ``U`` and
+    ``V``, direct ``S``. ``d``, if given, must match."""
+    with np.load(path) as data:
+        names = set(data.files)
+        if model.kind == "untied":
+            _need(names, {"U", "V"}, path)
+            factor = (data["U"], data["V"])
+            size = factor[0].shape[0]
+        elif model.kind == "tied" and "W" in names:
+            factor, size = data["W"], data["W"].shape[0]
+        else:
+            _need(names, {"S"}, path)
+            S = data["S"]
+            if model.kind == "tied":
+                w, V = np.linalg.eigh(0.5 * (S + S.T))
+                if w.min() < -1e-10 * max(1.0, abs(w).max()):
+                    raise ModelError(f"{path}: S must be positive semi-definite for the tied model")
+                factor = V * np.sqrt(np.clip(w, 0, None))
+            else:
+                factor = S
+            size = S.shape[0]
+    if d is not None and size != d:
+        raise ModelError(f"{path}: matrices are {size}-dimensional but d = {d}")
+    return factor
+
+
+def _need(names, required, path):
+    if not required <= names:
+        raise ModelError(f"{path} holds {sorted(names)}; this model needs arrays {sorted(required)}")
+
+
+def empirical_moments(model, factors, words):
+    """``(1/d) Tr`` of the words on the finite-d matrices built from ``factors``."""
+    return trace_moments(words, letter_matrices(model.kind, factors))

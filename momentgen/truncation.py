@@ -1,0 +1,231 @@
+"""A truncated hierarchy wired to its potential: the vector field an ODE solver integrates.
+
+`Truncation` joins a compiled `momentgen.hierarchy.Program` (the words and their sparse
+terms), a `momentgen.potential.Potential` (Φ and its gradients) and the weight decay γ.
+At each state ``y`` (the moments ``μ_α`` in program order) it reads the order parameters,
+evaluates the coefficients and applies the program with the one compiled kernel
+(`momentgen._kernel.apply_program`): no Python loop over words.
+
+Time axes: tied ``t = 4nη/d``; direct and untied (slow phase) ``τ = nη/d``; the untied fast
+phase (`Truncation.fast_phase`) runs on ``t = nη`` with the moments frozen, and the slow
+phase then uses the slaved mean ``m = m*(q)`` (MATH.md §4).
+"""
+
+import numpy as np
+import scipy.sparse
+from scipy.integrate import solve_ivp
+
+from ._kernel import apply_program
+from .errors import PotentialError
+
+__all__ = ["Truncation"]
+
+
+class Truncation:
+    """The right-hand side ``dμ/dt = F(μ)`` of a truncated hierarchy.
+
+    Parameters
+    ----------
+    program : momentgen.hierarchy.Program
+    potential : momentgen.potential.Potential
+        Same loss kind as the program's model.
+    gamma : float
+        Weight decay γ.
+    means : array_like, shape (K,), optional
+        Untied only: the pre-activation means ``m_k`` at the start (fixed indices keep theirs).
+    """
+
+    def __init__(self, program, potential, gamma=0.0, means=None):
+        if potential.kind != program.model.kind:
+            raise PotentialError(f"potential is for the {potential.kind} model, program for {program.model.kind}")
+        self.program, self.potential, self.gamma = program, potential, float(gamma)
+        self.model = program.model
+        factors = np.array([s.factor for s in program.symbols])
+        self._weight = (factors[program.symbol] * program.multiplicity).astype(float)
+        self._slot = {s.name: i for i, s in enumerate(program.symbols)}
+        self._layout = _layout(program)
+        K = self.model.K
+        self.m = np.zeros(K) if means is None else np.asarray(means, float).reshape(K)
+        self.trainable = list(self.model.trainable)
+
+    # ---- order parameters and coefficients -------------------------------------------------
+    def state(self, y):
+        """The potential's arguments at moments ``y`` (q; or m, q1, q2; or Omega, Psi)."""
+        L = self._layout
+        if self.model.kind == "tied":
+            return {"q": y[L["q"]]}
+        if self.model.kind == "direct":
+            return {"Omega": y[L["Omega"]], "Psi": y[L["Psi"]]}
+        return {"m": self.m, "q1": y[L["q1"]], "q2": y[L["q2"]]}
+
+    def coefficients(self, y):
+        """Coefficient values in program symbol order at moments ``y`` (untied: updates m*)."""
+        if self.model.kind == "untied":
+            q1, q2 = y[self._layout["q1"]], y[self._layout["q2"]]
+            self.m = self.potential.m_star(q1, q2, self.m, self.trainable)
+        value = self.potential.evaluate(**self.state(y))
+        named = value.coefficients(self.model.kind, self.trainable)
+        named["gamma"] = self.gamma
+        if self.model.kind == "untied":
+            named.update(self._betas(y, value))
+        c = np.empty(len(self._slot))
+        for name, i in self._slot.items():
+            c[i] = named[name]
+        return c
+
+    def _betas(self, y, value):
+        """β_k = −ψ_k / D_k, ψ_k = 2 Σ_{l,r} a⁽ʳ⁾_kl [μ(M_l⁽ʳ⁾ B_k) + μ(A_k M_l⁽ʳ⁾)], D_k = t^A_k + t^B_k."""
+        L, out = self._layout, {}
+        a = (value.dQ1, value.dQ2)
+        for k in self.trainable:
+            D = y[L["tA"][k - 1]] + y[L["tB"][k - 1]]
+            if not D > 1e-12:
+                raise PotentialError(f"D_{k} = t^A_{k} + t^B_{k} = {D:.3g} <= 0: the student has collapsed "
+                                     "(beta is singular); lower the weight decay")  # fmt: skip
+            psi = 2 * sum(a[r][k - 1, l] * (y[L["MB"][k - 1, l, r]] + y[L["AM"][k - 1, l, r]])
+                          for l in range(self.model.K) for r in (0, 1))  # fmt: skip
+            out[f"beta[{k}]"] = -psi / D
+        return out
+
+    # ---- the vector field --------------------------------------------------------------------
+    def rhs(self, t, y):
+        """``dμ/dt`` at moments ``y`` (shape (n_words,)); ``t`` is unused (autonomous)."""
+        y = np.ascontiguousarray(y, dtype=float)
+        p = self.program
+        return apply_program(p.indptr, p.symbol, p.target, self._weight, self.coefficients(y), y, np.empty(len(y)))
+
+    def linear_part(self, y):
+        """The program's matrix at the coefficients of ``y`` (CSR): ``rhs(y) = L(c(y)) y``."""
+        p, n = self.program, len(self.program.packed)
+        c = self.coefficients(y)
+        return scipy.sparse.csr_matrix((c[p.symbol] * self._weight, p.target, p.indptr), shape=(n, n))
+
+    def jac(self, t, y):
+        """Jacobian (CSR): the linear part plus the dependence of the coefficients on the state.
+
+        ``∂F_i/∂y_j = L_ij + Σ_s (L_s y)_i ∂c_s/∂y_j``; the coefficient sensitivities ∂c/∂y
+        are nonzero only in the columns of the order parameters (and, untied, of the words
+        of β). They are taken by central differences of the coefficients (Φ's gradients
+        from Price's theorem), each a handful of potential evaluations.
+        """
+        y = np.asarray(y, dtype=float)
+        p, n = self.program, len(y)
+        columns = self._coefficient_columns()
+        c0 = self.coefficients(y)
+        per_symbol = scipy.sparse.csr_matrix((self._weight * y[p.target], (self._rows, p.symbol)),
+                                             shape=(n, len(c0)))  # fmt: skip  # column s: L_s y
+        sensitivity = np.empty((len(c0), len(columns)))
+        for j, col in enumerate(columns):
+            h = 1e-6 * max(1.0, abs(y[col]))
+            up, down = y.copy(), y.copy()
+            up[col] += h
+            down[col] -= h
+            sensitivity[:, j] = (self.coefficients(up) - self.coefficients(down)) / (2 * h)
+        self.coefficients(y)  # restore the warm start of m*
+        dense = per_symbol @ sensitivity
+        correction = scipy.sparse.csr_matrix((dense.ravel(), (np.repeat(np.arange(n), len(columns)),
+                                              np.tile(columns, n))), shape=(n, n))  # fmt: skip
+        linear = scipy.sparse.csr_matrix((c0[p.symbol] * self._weight, p.target, p.indptr), shape=(n, n))
+        return (linear + correction).tocsr()
+
+    @property
+    def _rows(self):
+        return np.repeat(np.arange(len(self.program.packed)), np.diff(self.program.indptr))
+
+    def _coefficient_columns(self):
+        L = self._layout
+        keys = {"tied": ("q",), "direct": ("Omega", "Psi"), "untied": ("q1", "q2", "tA", "tB", "beta_words")}
+        return np.unique(np.concatenate([np.ravel(L[k]) for k in keys[self.model.kind]]))
+
+    # ---- the untied fast phase ---------------------------------------------------------------
+    def fast_phase(self, y0, T, points=101, rtol=1e-10, atol=1e-12):
+        """Untied fast phase on ``t = nη``: ``dm_k/dt = −(t^A_k + t^B_k) ∂Φ/∂m_k (m, q(0))``.
+
+        Moments stay at ``y0``. Returns (times, m trajectory of shape (points, K)); sets
+        ``self.m`` to the end point, then polishes it to m*(q0) by Newton.
+        """
+        if self.model.kind != "untied":
+            raise PotentialError("the fast phase exists only for the untied model")
+        L, idx = self._layout, np.array(self.trainable) - 1
+        q1, q2 = y0[L["q1"]], y0[L["q2"]]
+        D = y0[L["tA"]] + y0[L["tB"]]
+
+        def velocity(t, m):
+            dm = np.zeros_like(m)
+            dm[idx] = -(D * self.potential.evaluate(m=m, q1=q1, q2=q2).b)[idx]
+            return dm
+
+        times = np.linspace(0.0, T, points)
+        run = solve_ivp(velocity, (0.0, T), self.m, t_eval=times, rtol=rtol, atol=atol, method="LSODA")
+        if not run.success:
+            raise PotentialError(f"untied fast phase failed: {run.message}")
+        self.m = self.potential.m_star(q1, q2, run.y[:, -1], self.trainable)
+        return run.t, run.y.T
+
+
+def _layout(program):
+    """State indices of the order parameters and of the words β needs, as integer arrays."""
+    index, K, kind = program.index, program.model.K, program.model.kind
+    pairs = [(k, l) for k in range(1, K + 1) for l in range(1, K + 1)]
+
+    def grid(pattern):
+        return np.array([index(pattern.format(k=k, l=l)) for k, l in pairs]).reshape(K, K)
+
+    if kind == "tied":
+        return {"q": grid("S{k} S{l}"), "t": np.array([index(f"S{k}") for k in range(1, K + 1)])}
+    if kind == "direct":
+        return {"Omega": grid("S{k} S{l}^T"), "Psi": grid("S{k} S{l}"),
+                "t": np.array([index(f"S{k}") for k in range(1, K + 1)])}  # fmt: skip
+    out = {"q1": grid("M{k} M{l}^T"), "q2": grid("M{k} M{l}"),
+           "tA": np.array([index(f"A{k}") for k in range(1, K + 1)]),
+           "tB": np.array([index(f"B{k}") for k in range(1, K + 1)])}  # fmt: skip
+    MB = np.zeros((K, K, 2), np.int64)
+    AM = np.zeros((K, K, 2), np.int64)
+    for k in program.model.trainable:
+        for l in range(1, K + 1):
+            for r, Ml in enumerate((f"M{l}", f"M{l}^T")):
+                MB[k - 1, l - 1, r] = index(f"{Ml} B{k}")
+                AM[k - 1, l - 1, r] = index(f"A{k} {Ml}")
+    trainable = np.array(program.model.trainable) - 1
+    out["MB"], out["AM"] = MB, AM
+    out["beta_words"] = np.concatenate([MB[trainable].ravel(), AM[trainable].ravel()])
+    return out
+
+
+def from_config(config, degree=None, program=None, initial=None):
+    """The `Truncation` and its initial moments ``y0`` for a `momentgen.config.Config`.
+
+    ``degree`` overrides ``[truncation] degree``; ``program`` and ``initial`` skip the
+    derivation and the initial moments (e.g. both loaded from a generated module). Initial
+    moments are exact d = ∞ values for gaussian / identity inits and empirical ones when
+    an init comes from a file.
+    """
+    from .hierarchy import build
+    from .initial import empirical_moments, exact_moments, sample_factors
+    from .potential import Potential
+
+    model = config.model
+    degree = config.section("truncation")["degree"] if degree is None else degree
+    if program is None:
+        program = build(model, degree, config.section("truncation")["observables"])
+    loss_table, model_table = config.section("loss"), config.section("model")
+    potential = Potential(config.loss(), model.kind, C=model_table["C"], rtol=loss_table["rtol"])
+    inits = config.inits()
+    if initial is not None:
+        y0 = np.asarray(initial, dtype=float)
+    elif any(spec.kind == "from-file" for spec in inits.values()):
+        d = _file_dimension(model, inits)
+        y0 = empirical_moments(model, sample_factors(model, inits, d, seed=0), program.word_codes)
+    else:
+        y0 = exact_moments(model, inits, program.word_codes)
+    means = [inits[k].mean for k in range(1, model.K + 1)] if model.kind == "untied" else None
+    return Truncation(program, potential, model_table["gamma"], means=means), y0
+
+
+def _file_dimension(model, inits):
+    from .initial import load_factors
+
+    for spec in inits.values():
+        if spec.kind == "from-file":
+            factor = load_factors(model, spec.path)
+            return (factor[0] if isinstance(factor, tuple) else factor).shape[0]
