@@ -146,7 +146,9 @@ class Potential:
         """The slaved mean m*(q): solve ∂Φ/∂m_k = 0 over trainable k (untied fast phase end).
 
         Safeguarded Newton (backtracking on Φ, gradient steps where the m-Hessian is not
-        positive definite), warm-started at ``m0``; fixed indices keep their ``m0``.
+        positive definite, a negative-curvature step off a stationary point that is not a
+        minimum, towards the side of ``m0``), warm-started at ``m0``; fixed indices keep
+        their ``m0``.
         Raises `PotentialError` naming q and the loss if it fails or if the m-Hessian is
         not positive definite at the solution.
         """
@@ -157,11 +159,17 @@ class Potential:
         value = self.evaluate(m=m, q1=q1, q2=q2)
         for _ in range(max_iter):
             g, H = value.b[idx], value.m_hessian[np.ix_(idx, idx)]
+            curvature, directions = np.linalg.eigh(H)
             if np.max(np.abs(g)) <= tol * max(1.0, abs(value.phi)):
-                if np.linalg.eigvalsh(H).min() <= 0:
-                    break
-                return m
-            step = _newton_step(g, H)
+                if curvature[0] > 0:
+                    return m
+                # a stationary point that is not a minimum (e.g. the symmetric m = 0 of h2):
+                # leave it along the most negative curvature, towards the side of m0
+                v = directions[:, 0]
+                side = np.sign(v @ np.asarray(m0, float)[idx]) or 1.0
+                step = side * v * max(1e-3, 1e-3 * np.abs(m[idx]).max())
+            else:
+                step = _newton_step(g, H)
             alpha = 1.0
             while alpha > 1e-10:
                 trial = m.copy()

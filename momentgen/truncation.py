@@ -11,6 +11,8 @@ phase (`Truncation.fast_phase`) runs on ``t = nη`` with the moments frozen, and
 phase then uses the slaved mean ``m = m*(q)`` (MATH.md §4).
 """
 
+import warnings
+
 import numpy as np
 import scipy.sparse
 from scipy.integrate import solve_ivp
@@ -160,6 +162,11 @@ class Truncation:
         if not run.success:
             raise PotentialError(f"untied fast phase failed: {run.message}")
         self.m = self.potential.m_star(q1, q2, run.y[:, -1], self.trainable)
+        gap = np.abs(self.m - run.y[:, -1]).max()
+        if gap > 1e-6 * max(1.0, np.abs(self.m).max()):
+            warnings.warn(f"the fast phase had not converged at t = {T:g} (m = {run.y[:, -1].tolist()}, "
+                          f"m* = {self.m.tolist()}): raise fast_T, or start off an unstable symmetric point "
+                          "(an exactly symmetric m stays there at d = ∞)", stacklevel=2)  # fmt: skip
         return run.t, run.y.T
 
 
