@@ -30,14 +30,18 @@ def cache_dir():
     return path
 
 
-def write_atomic(path, text):
-    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half."""
+def write_atomic(path, data):
+    """Write ``data`` (str or bytes) to ``path`` so that readers see the old file or the new
+    one, never half of one; the file gets the usual permissions (0666 minus the umask)."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data.encode() if isinstance(data, str) else data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         pathlib.Path(tmp).unlink(missing_ok=True)

@@ -27,6 +27,7 @@ import io
 import json
 import pathlib
 import pprint
+import zipfile
 
 import numpy as np
 
@@ -82,11 +83,9 @@ def write_module(config, out, degree=None, command=None):
     arrays = program.to_arrays()
     arrays["initial_state"] = y0
     arrays["structure"] = np.array(_structure_digest(config, degree))
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    data = buffer.getvalue()
+    data = _npz_bytes(arrays)
     data_path = out.with_suffix(".npz")
-    _write_bytes_atomic(data_path, data)
+    write_atomic(data_path, data)
     spec = {"config": config.raw, "config_hash": config.digest, "degree": degree, "data_file": data_path.name}
     command = command or f"momentgen generate-truncation {config.source or 'CONFIG'} --degree {degree} --out {out}"
     stamp = {"data_sha256": hashlib.sha256(data).hexdigest(), "momentgen": __version__, "command": command}
@@ -106,18 +105,18 @@ def _structure_digest(config, degree):
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-def _write_bytes_atomic(path, data):
-    import os
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
+def _npz_bytes(arrays):
+    """An .npz archive whose bytes depend only on the arrays (fixed member order and dates),
+    so that regenerating an unchanged truncation reproduces the file exactly."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name in sorted(arrays):
+            member = io.BytesIO()
+            np.lib.format.write_array(member, np.asarray(arrays[name]), allow_pickle=False)
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(2020, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, member.getvalue())
+    return buffer.getvalue()
 
 
 class _Loaded:
