@@ -57,7 +57,7 @@ import pathlib
 import tomllib
 from dataclasses import dataclass, field
 
-from .errors import ModelError
+from .errors import ModelError, MomentgenError
 from .hierarchy import Model
 from .initial import InitSpec
 from .losses import builtin, parse_expression
@@ -156,9 +156,12 @@ def parse_config(data, source=None):
     K = raw["model"]["K"]
     raw["init"] = _inits(data.get("init", {}), K, where)
     _check_values(raw, where)
-    config = Config(raw, source)
-    config.loss()  # validates the loss table
-    config.inits()
+    try:
+        config = Config(raw, source)
+        config.loss()  # validates the loss table
+        config.inits()
+    except MomentgenError as error:
+        raise ConfigError(f"{where}{error}") from error
     return config
 
 
