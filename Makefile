@@ -31,10 +31,12 @@ bench: install
 
 examples: install
 	$(BIN)/python examples/hierarchy_sizes.py --out out/examples
+	$(BIN)/python examples/fig4_linear.py --out out/examples
 
 demo: install
-	$(BIN)/momentgen hierarchy --model tied --K 2 --trainable 1 --degree 10 \
-	    --observables "S1 S2" --why "S1 S1 S2 S2"
+	$(BIN)/momentgen generate-truncation examples/configs/fig4_linear.toml --out out/demo/fig4_linear.py
+	$(BIN)/momentgen solve examples/configs/fig4_linear.toml --json out/demo/fig4_linear.json
+	$(BIN)/python examples/fig4_linear.py --out out/demo
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis out

@@ -135,9 +135,18 @@ def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, b
                        program.model.time_scale, program.degree, method, nfev, time.perf_counter() - start)  # fmt: skip
 
 
-def validity_horizon(fine, coarse, words, tol):
+def validity_horizon(fine, coarse, words, tol, closed=False):
     """First time where degrees M (``fine``) and M − 2 (``coarse``) differ by more than ``tol``
-    (relative to max(1, |μ|)) on ``words``; never beyond either run's stop."""
+    (relative to max(1, |μ|)) on ``words``; never beyond either run's stop.
+
+    A closed program (no dropped words, e.g. the direct model) is exact: its horizon is
+    where it stopped. Without a coarser run (M − 2 < 2) nothing vouches for the truncation
+    and the horizon is 0.
+    """
+    if closed:
+        return float(fine.t_stop)
+    if coarse is None:
+        return 0.0
     n = min(len(fine.t), len(coarse.t))
     idx_f = [fine.words.index(w) for w in words]
     idx_c = [coarse.words.index(w) for w in words]
@@ -153,8 +162,8 @@ def solve_config(config, degree=None):
 
     integrate = config.section("integrate")
     M = config.section("truncation")["degree"] if degree is None else degree
-    runs = {}
-    for m in sorted({M, max(2, M - 2)}):
+    runs, closed = {}, None
+    for m in sorted({M, M - 2} - {0, 1}):
         truncation, y0 = from_config(config, m)
         extra = {}
         if config.model.kind == "untied":
@@ -164,9 +173,10 @@ def solve_config(config, degree=None):
                        integrate["rtol"], integrate["atol"])  # fmt: skip
         result.extra = extra
         runs[m] = result
-    fine, coarse = runs[M], runs[min(runs)]
+        closed = len(truncation.program.dropped_packed) == 0
+    fine = runs[M]
     observables = _reported_words(fine, config)
-    fine.valid_until = validity_horizon(fine, coarse, observables, integrate["validity_tol"]) if M > 2 else fine.t_stop
+    fine.valid_until = validity_horizon(fine, runs.get(M - 2), observables, integrate["validity_tol"], closed)
     return _to_json(fine, observables, config)
 
 
