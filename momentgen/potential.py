@@ -40,7 +40,7 @@ from .codegen import compile_weighted_sum
 from .errors import PotentialError, UnsupportedLoss
 from .words import check_model
 
-__all__ = ["Potential", "PotentialValue"]
+__all__ = ["Potential", "PotentialValue", "SecondDerivatives"]
 
 _TENSOR_MAX_DIM = 4
 _TRUNCATION = 10.0  # the trapezoidal rule covers [-10, 10]: Gaussian mass outside ~1e-23
@@ -76,6 +76,16 @@ class PotentialValue:
                     for l in range(K)}  # fmt: skip
         return {f"{n}[{k + 1},{l + 1}]": D[k, l] for n, D in (("A", self.dQ1), ("B", self.dQ2)) for k in ks
                 for l in range(K)}  # fmt: skip
+
+
+@dataclass
+class SecondDerivatives:
+    """Second derivatives of Φ: ``QQ[r, k, l, s, m, n] = ∂²Φ/∂Q(r+1)_kl ∂Q(s+1)_mn`` (2, K, K, 2, K, K),
+    ``Qm[r, k, l, n] = ∂²Φ/∂Q(r+1)_kl ∂m_n`` (2, K, K, K) and ``mm = ∂²Φ/∂m∂m`` (K, K)."""
+
+    QQ: np.ndarray
+    Qm: np.ndarray
+    mm: np.ndarray
 
 
 class Potential:
@@ -127,13 +137,7 @@ class Potential:
 
     def evaluate(self, *, q=None, m=None, q1=None, q2=None, Omega=None, Psi=None, estimate_error=False):
         """Φ and its derivatives at a state of the model (see the class docstring)."""
-        if self.kind == "tied":
-            args = (None, _required(q, "q"), _required(q, "q"))
-        elif self.kind == "untied":
-            args = (_required(m, "m"), _required(q1, "q1"), _required(q2, "q2"))
-        else:
-            args = (None, _required(Omega, "Omega"), _required(Psi, "Psi"))
-        m, Q1, Q2 = self._law(*args)
+        m, Q1, Q2 = self._law(*self._arguments(q, m, q1, q2, Omega, Psi))
         value = self._backend.evaluate(m, Q1, Q2, estimate_error)
         if self.kind != "untied":  # centred pre-activations: there is no mean to differentiate by
             value.b, value.m_hessian = np.zeros(self.K), np.zeros((self.K, self.K))
@@ -141,6 +145,27 @@ class Potential:
             raise PotentialError(f"Phi of loss {self.loss.name!r} is not finite at m={m.tolist()}, "
                                  f"Q1={Q1.tolist()}, Q2={Q2.tolist()}: check the loss and the state")  # fmt: skip
         return value
+
+    def second_derivatives(self, *, q=None, m=None, q1=None, q2=None, Omega=None, Psi=None):
+        """Second derivatives of Φ at a state, for Jacobians (`SecondDerivatives`).
+
+        Exact path: symbolic. Quadrature path: Price's theorem once more,
+        ``∂²Φ/∂Qr_kl∂Qs_mn = ¼ Σ Tr_ab Ts_ce E[∂⁴ℓ/∂G_ak∂G_bl∂G_cm∂G_en]`` and
+        ``∂²Φ/∂Qr_kl∂m_n = ½ Σ Tr_ab c_e E[∂³ℓ/∂G_ak∂G_bl∂G_en]`` on the same fixed rule; the
+        third and fourth derivatives of ℓ are compiled on first use.
+        """
+        m, Q1, Q2 = self._law(*self._arguments(q, m, q1, q2, Omega, Psi))
+        second = self._backend.second(m, Q1, Q2)
+        if self.kind != "untied":
+            second.Qm[:], second.mm[:] = 0.0, 0.0
+        return second
+
+    def _arguments(self, q, m, q1, q2, Omega, Psi):
+        if self.kind == "tied":
+            return None, _required(q, "q"), _required(q, "q")
+        if self.kind == "untied":
+            return _required(m, "m"), _required(q1, "q1"), _required(q2, "q2")
+        return None, _required(Omega, "Omega"), _required(Psi, "Psi")
 
     def m_star(self, q1, q2, m0, trainable, tol=1e-11, max_iter=60):
         """The slaved mean m*(q): solve ∂Φ/∂m_k = 0 over trainable k (untied fast phase end).
@@ -253,6 +278,17 @@ class _PairGeometry:
         dQ2 = 0.5 * np.einsum("ab,akbl->kl", self.TP, H)
         return dQ1, dQ2, self.c @ g, np.einsum("a,b,akbl->kl", self.c, self.c, H)
 
+    def contract_second(self, hess, third, fourth, K):
+        """`SecondDerivatives` from E∇²ℓ, E∇³ℓ and E∇⁴ℓ (full symmetric tensors) by Price's theorem."""
+        P = self.L**2
+        T = np.stack([self.T, self.TP])
+        H4 = fourth.reshape(P, K, P, K, P, K, P, K)
+        QQ = 0.25 * np.einsum("rab,sce,akblcmen->rklsmn", T, T, H4, optimize=True)
+        H3 = third.reshape(P, K, P, K, P, K)
+        Qm = 0.5 * np.einsum("rab,e,akblen->rkln", T, self.c, H3, optimize=True)
+        mm = np.einsum("a,b,akbl->kl", self.c, self.c, hess.reshape(P, K, P, K))
+        return SecondDerivatives(QQ, Qm, mm)
+
 
 def _psd_root(Q, name, state):
     Q = 0.5 * (Q + Q.T)
@@ -330,6 +366,40 @@ class _Quadrature:
         phi, grad, hess = self._moments(mean, factors, level)
         return PotentialValue(phi, *self.potential._pairs.contract(grad, hess, self.potential.K))
 
+    def _jet_kernel(self):
+        """Kernel of the 3rd and 4th derivatives of each term group (compiled on first use)."""
+        if getattr(self, "_jet", None) is None:
+            from itertools import combinations_with_replacement
+
+            v = self.potential.loss.variables
+            self._combos3 = list(combinations_with_replacement(range(self.p), 3))
+            self._combos4 = list(combinations_with_replacement(range(self.p), 4))
+            groups = []
+            for term in self.groups:
+                used = term.free_symbols
+                outputs = []
+                for combo in self._combos3 + self._combos4:
+                    symbols = [v[a] for a in combo]
+                    outputs.append(sympy.diff(term, *symbols) if set(symbols) <= used else sympy.Integer(0))
+                groups.append(outputs)
+            self._jet = compile_weighted_sum(groups, v)
+        return self._jet
+
+    def second(self, m, Q1, Q2):
+        mean, factors = self._factors(m, Q1, Q2)
+        if self.level is None:
+            self.level = self._calibrate(mean, factors)
+        jet = self._jet_kernel()
+        _, _, hess = self._moments(mean, factors, self.level)
+        out = 0
+        for group, F in enumerate(factors):
+            z, w = _rule(F.shape[1], self.level)
+            out = out + jet(mean + z @ F.T, w, group)
+        n3 = len(self._combos3)
+        third = _symmetric_tensor(out[:n3], self._combos3, self.p, 3)
+        fourth = _symmetric_tensor(out[n3:], self._combos4, self.p, 4)
+        return self.potential._pairs.contract_second(hess, third, fourth, self.potential.K)
+
     def _calibrate(self, mean, factors):
         """Lowest level whose result changes by < rtol at the next level."""
         previous, level = self._value(mean, factors, 1), 2
@@ -376,6 +446,17 @@ def _additive_groups(expr):
 def _rule(dim, level):
     """Points (n, dim) and weights (n,) of the level-``level`` rule for N(0, I_dim); cached, do not modify."""
     return _tensor_rule(dim, level) if dim <= _TENSOR_MAX_DIM else _sparse_rule(dim, level)
+
+
+def _symmetric_tensor(values, combos, p, order):
+    """Full symmetric tensor of shape (p,)*order from values on sorted index combinations."""
+    from itertools import permutations
+
+    out = np.zeros((p,) * order)
+    for value, combo in zip(values, combos):
+        for perm in set(permutations(combo)):
+            out[perm] = value
+    return out
 
 
 def _tensor_rule(dim, level):
@@ -448,6 +529,8 @@ class _Wick:
         outputs = [self.phi] + [sympy.diff(self.phi, s) for s in list(self.Q1) + list(self.Q2) + list(self.m)]
         outputs += [sympy.diff(self.phi, a, b) for a in self.m for b in self.m]
         self._function = sympy.lambdify(params, outputs, modules="numpy", cse=True)
+        self._params = params
+        self._second = None
 
     def _covariance(self, pairs, p):
         K = self.K
@@ -474,6 +557,19 @@ class _Wick:
         poly = sympy.Poly(loss.expr, *loss.variables)
         return sum(coeff * moment(tuple(a for a, e in enumerate(exps) for _ in range(e)))
                    for exps, coeff in poly.terms())  # fmt: skip
+
+    def second(self, m, Q1, Q2):
+        K = self.K
+        if self._second is None:
+            Q = list(self.Q1) + list(self.Q2)
+            outputs = [sympy.diff(self.phi, a, b) for a in Q for b in Q]
+            outputs += [sympy.diff(self.phi, a, n) for a in Q for n in self.m]
+            outputs += [sympy.diff(self.phi, a, b) for a in self.m for b in self.m]
+            self._second = sympy.lambdify(self._params, outputs, modules="numpy", cse=True)
+        out = np.array(self._second(*m, *Q1.ravel(), *Q2.ravel()), dtype=float)
+        n = 2 * K * K
+        return SecondDerivatives(out[: n * n].reshape(2, K, K, 2, K, K), out[n * n : n * n + n * K].reshape(2, K, K, K),
+                                 out[n * n + n * K :].reshape(K, K))  # fmt: skip
 
     def evaluate(self, m, Q1, Q2, estimate_error):
         K = self.K

@@ -105,30 +105,87 @@ class Truncation:
     def jac(self, t, y):
         """Jacobian (CSR): the linear part plus the dependence of the coefficients on the state.
 
-        ``∂F_i/∂y_j = L_ij + Σ_s (L_s y)_i ∂c_s/∂y_j``; the coefficient sensitivities ∂c/∂y
-        are nonzero only in the columns of the order parameters (and, untied, of the words
-        of β). They are taken by central differences of the coefficients (Φ's gradients
-        from Price's theorem), each a handful of potential evaluations.
+        ``∂F_i/∂y_j = L_ij + Σ_s (L_s y)_i ∂c_s/∂y_j``. The sensitivities ∂c/∂y are analytic
+        (`_sensitivity`: second derivatives of Φ; untied also through m*(q) and β) and live
+        in the columns of the order parameters and of β's words only.
         """
-        y = np.asarray(y, dtype=float)
+        y = np.ascontiguousarray(y, dtype=float)
         p, n = self.program, len(y)
-        columns = self._coefficient_columns()
-        c0 = self.coefficients(y)
+        c = self.coefficients(y)
+        columns, sensitivity = self._sensitivity(y)
         per_symbol = scipy.sparse.csr_matrix((self._weight * y[p.target], (self._rows, p.symbol)),
-                                             shape=(n, len(c0)))  # fmt: skip  # column s: L_s y
-        sensitivity = np.empty((len(c0), len(columns)))
-        for j, col in enumerate(columns):
-            h = 1e-6 * max(1.0, abs(y[col]))
-            up, down = y.copy(), y.copy()
-            up[col] += h
-            down[col] -= h
-            sensitivity[:, j] = (self.coefficients(up) - self.coefficients(down)) / (2 * h)
-        self.coefficients(y)  # restore the warm start of m*
+                                             shape=(n, len(c)))  # fmt: skip  # column s: L_s y
         dense = per_symbol @ sensitivity
-        correction = scipy.sparse.csr_matrix((dense.ravel(), (np.repeat(np.arange(n), len(columns)),
-                                              np.tile(columns, n))), shape=(n, n))  # fmt: skip
-        linear = scipy.sparse.csr_matrix((c0[p.symbol] * self._weight, p.target, p.indptr), shape=(n, n))
+        rows, cols = np.nonzero(dense)
+        correction = scipy.sparse.csr_matrix((dense[rows, cols], (rows, columns[cols])), shape=(n, n))
+        linear = scipy.sparse.csr_matrix((c[p.symbol] * self._weight, p.target, p.indptr), shape=(n, n))
         return (linear + correction).tocsr()
+
+    def _sensitivity(self, y):
+        """(columns, S) with ``S[s, j] = ∂c_s/∂y_{columns[j]}`` at the current coefficients."""
+        L, K, kind = self._layout, self.model.K, self.model.kind
+        columns = self._coefficient_columns()
+        where = {int(col): j for j, col in enumerate(columns)}
+        second = self.potential.second_derivatives(**self.state(y))
+        # dQ[r, k, l, j]: derivative of ∂Φ/∂Q(r+1)_kl by the state word columns[j]
+        dQ = np.zeros((2, K, K, len(columns)))
+        sources = {"tied": (("q", (0, 1)),), "direct": (("Omega", (0,)), ("Psi", (1,))),
+                   "untied": (("q1", (0,)), ("q2", (1,)))}[kind]  # fmt: skip
+        for name, blocks in sources:
+            for a in range(K):
+                for b in range(K):
+                    j = where[int(L[name][a, b])]
+                    for s_ in blocks:
+                        dQ[..., j] += second.QQ[:, :, :, s_, a, b]
+        if kind == "untied":
+            dQ += self._through_m_star(second, sources, where, len(columns))
+        S = np.zeros((len(self._slot), len(columns)))
+        value = self.potential.evaluate(**self.state(y)) if kind == "untied" else None
+        for k in self.trainable:
+            for l in range(1, K + 1):
+                if kind == "tied":
+                    S[self._slot[f"Gamma[{k},{l}]"]] = dQ[0, k - 1, l - 1] + dQ[1, k - 1, l - 1]
+                elif kind == "direct":
+                    S[self._slot[f"A[{k},{l}]"]] = dQ[0, k - 1, l - 1]
+                    S[self._slot[f"B[{k},{l}]"]] = dQ[1, k - 1, l - 1]
+                else:
+                    S[self._slot[f"a1[{k},{l}]"]] = dQ[0, k - 1, l - 1]
+                    S[self._slot[f"a2[{k},{l}]"]] = dQ[1, k - 1, l - 1]
+            if kind == "untied":
+                S[self._slot[f"beta[{k}]"]] = self._beta_sensitivity(k, y, value, dQ, where, len(columns))
+        return columns, S
+
+    def _through_m_star(self, second, sources, where, n_columns):
+        """The part of d(∂Φ/∂Q)/dy that goes through m*(q): Qm · dm*/dy, dm*/dQ = −Φ_mm⁻¹ ∂b/∂Q."""
+        K, L = self.model.K, self._layout
+        idx = np.array(self.trainable) - 1
+        dm = np.zeros((K, n_columns))  # dm*_n / dy_j
+        inverse = np.linalg.inv(second.mm[np.ix_(idx, idx)])
+        for name, (s_,) in sources:
+            for a in range(K):
+                for b in range(K):
+                    j = where[int(L[name][a, b])]
+                    dm[idx, j] -= inverse @ second.Qm[s_, a, b, idx]
+        return np.einsum("rkln,nj->rklj", second.Qm, dm)
+
+    def _beta_sensitivity(self, k, y, value, dQ, where, n_columns):
+        """∂β_k/∂y for β_k = −ψ_k/D_k (see `_betas`)."""
+        L = self._layout
+        a = (value.dQ1, value.dQ2)
+        D = y[L["tA"][k - 1]] + y[L["tB"][k - 1]]
+        dpsi, psi = np.zeros(n_columns), 0.0
+        for l in range(self.model.K):
+            for r in (0, 1):
+                mb, am = int(L["MB"][k - 1, l, r]), int(L["AM"][k - 1, l, r])
+                words = y[mb] + y[am]
+                psi += 2 * a[r][k - 1, l] * words
+                dpsi += 2 * dQ[r, k - 1, l] * words
+                dpsi[where[mb]] += 2 * a[r][k - 1, l]
+                dpsi[where[am]] += 2 * a[r][k - 1, l]
+        dD = np.zeros(n_columns)
+        dD[where[int(L["tA"][k - 1])]] += 1
+        dD[where[int(L["tB"][k - 1])]] += 1
+        return -dpsi / D + psi / D**2 * dD
 
     @property
     def _rows(self):

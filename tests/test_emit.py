@@ -36,8 +36,13 @@ def test_committed_generated_modules_are_up_to_date(config_path, tmp_path, monke
         assert fresh.read_bytes() == old.read_bytes(), f"{old} is stale: regenerate with `{command}`"
 
 
-def finite_difference_jacobian(rhs, y, h=1e-6):
-    return np.array([(rhs(0, y + h * e) - rhs(0, y - h * e)) / (2 * h) for e in np.eye(len(y))]).T
+def finite_difference_jacobian(rhs, y):
+    """Central differences with steps 1e-4·max(1, |y_j|): error ~1e-8·|F''| plus rounding ~1e-12·|F|/1e-4."""
+    columns = []
+    for j, e in enumerate(np.eye(len(y))):
+        h = 1e-4 * max(1.0, abs(y[j]))
+        columns.append((rhs(0, y + h * e) - rhs(0, y - h * e)) / (2 * h))
+    return np.array(columns).T
 
 
 @pytest.mark.parametrize("name", ["fig4_linear", "fig1_tied_softmax", "fig2_direct_h2"])
@@ -52,8 +57,11 @@ def test_generated_module_api(name):
     assert dy.shape == y0.shape and np.all(np.isfinite(dy))
     J = module.jac(0.0, y0)
     assert J.format == "csr"
-    np.testing.assert_allclose(J.toarray(), finite_difference_jacobian(module.rhs, y0), rtol=1e-5,
-                               atol=1e-6 * np.abs(J.toarray()).max())  # fmt: skip
+    # Exact-path losses agree to the FD error (~1e-8 of the largest entry); softmax's
+    # fourth-derivative integrals on the rule calibrated for Φ and its gradients carry ~4e-6.
+    tolerance = 1e-7 if module.truncation.potential.method == "exact" else 1e-5
+    F = finite_difference_jacobian(module.rhs, y0)
+    assert np.abs(J.toarray() - F).max() <= tolerance * np.abs(F).max()
 
 
 @pytest.fixture
