@@ -28,6 +28,7 @@ test-slow: install
 bench: install
 	$(BIN)/python benchmarks/bench_hierarchy.py
 	$(BIN)/python benchmarks/bench_potential.py
+	$(BIN)/python benchmarks/bench_truncation.py
 
 examples: install
 	$(BIN)/python examples/hierarchy_sizes.py --out out/examples

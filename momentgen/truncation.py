@@ -15,7 +15,6 @@ import warnings
 
 import numpy as np
 import scipy.sparse
-from scipy.integrate import solve_ivp
 
 from ._kernel import apply_program
 from .errors import PotentialError
@@ -44,6 +43,9 @@ class Truncation:
         self.model = program.model
         factors = np.array([s.factor for s in program.symbols])
         self._weight = (factors[program.symbol] * program.multiplicity).astype(float)
+        # compact index types: the kernel is memory-bound (14 bytes a term, CSR needs 12)
+        self._symbol = program.symbol.astype(np.int16 if len(program.symbols) < 2**15 else np.int32)
+        self._target = program.target.astype(np.int32)
         self._slot = {s.name: i for i, s in enumerate(program.symbols)}
         self._layout = _layout(program)
         K = self.model.K
@@ -94,7 +96,8 @@ class Truncation:
         """``dμ/dt`` at moments ``y`` (shape (n_words,)); ``t`` is unused (autonomous)."""
         y = np.ascontiguousarray(y, dtype=float)
         p = self.program
-        return apply_program(p.indptr, p.symbol, p.target, self._weight, self.coefficients(y), y, np.empty(len(y)))
+        return apply_program(p.indptr, self._symbol, self._target, self._weight, self.coefficients(y), y,
+                             np.empty(len(y)))  # fmt: skip
 
     def linear_part(self, y):
         """The program's matrix at the coefficients of ``y`` (CSR): ``rhs(y) = L(c(y)) y``."""
@@ -203,6 +206,8 @@ class Truncation:
         Moments stay at ``y0``. Returns (times, m trajectory of shape (points, K)); sets
         ``self.m`` to the end point, then polishes it to m*(q0) by Newton.
         """
+        from scipy.integrate import solve_ivp
+
         if self.model.kind != "untied":
             raise PotentialError("the fast phase exists only for the untied model")
         L, idx = self._layout, np.array(self.trainable) - 1
