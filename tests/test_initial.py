@@ -71,3 +71,32 @@ def test_bad_init_specs():
         InitSpec(kind="from-file")
     with pytest.raises(ModelError, match=r"\[init.2\]"):
         exact_moments(Model("tied", 2, [1]), {1: InitSpec()}, [(0,)])
+
+
+def test_from_file_inits_give_empirical_moments(tmp_path):
+    """[init.k] kind = "from-file": the initial state is (1/d) Tr of the words on those matrices;
+    a Gaussian index beside it is sampled at the file's d."""
+    from momentgen.config import parse_config
+    from momentgen.truncation import from_config
+
+    rng = np.random.default_rng(2)
+    d = 40
+    W = rng.standard_normal((d, d)) / np.sqrt(d)
+    S2 = np.diag(rng.uniform(0.5, 1.5, d))
+    np.savez(tmp_path / "student.npz", W=W)
+    np.savez(tmp_path / "teacher.npz", S=S2)
+    config = parse_config({
+        "model": {"kind": "tied", "K": 2, "trainable": [1]},
+        "loss": {"builtin": "mse"},
+        "init": {"1": {"kind": "from-file", "path": str(tmp_path / "student.npz")},
+                 "2": {"kind": "from-file", "path": str(tmp_path / "teacher.npz")}},
+        "truncation": {"degree": 4},
+        "integrate": {"T": 0.01},
+    })  # fmt: skip
+    truncation, y0 = from_config(config)
+    expected = empirical_moments(truncation.model, [W, np.sqrt(S2)], truncation.program.word_codes)
+    np.testing.assert_allclose(y0, expected, rtol=1e-12)
+    with pytest.raises(ModelError, match="needs arrays"):
+        np.savez(tmp_path / "bad.npz", X=W)
+        config.raw["init"]["1"]["path"] = str(tmp_path / "bad.npz")
+        from_config(parse_config(config.raw))
