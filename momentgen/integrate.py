@@ -57,14 +57,13 @@ def _radius(y, lengths):
 
 
 def _min_feasibility_eigenvalue(truncation, y):
+    """Smallest eigenvalue of Q1 ± Q2 (tied: q; untied: q⁽¹⁾ ± q⁽²⁾; direct: Ω ± Ψ) at ``y``."""
     state = truncation.state(y)
     if "q" in state:
-        pairs = [(state["q"], np.zeros_like(state["q"]))]
+        Q1 = Q2 = state["q"]
     else:
-        a, b = (state["q1"], state["q2"]) if "q1" in state else (state["Omega"], state["Psi"])
-        pairs = [(a, b)]
-    values = [np.linalg.eigvalsh(0.5 * (Q1 + Q1.T) + s * 0.5 * (Q2 + Q2.T)).min() for Q1, Q2 in pairs for s in (1, -1)]
-    return min(values)
+        Q1, Q2 = (state["q1"], state["q2"]) if "q1" in state else (state["Omega"], state["Psi"])
+    return min(np.linalg.eigvalsh(0.5 * (A + A.T)).min() for A in (Q1 + Q2, Q1 - Q2))
 
 
 def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, blowup_factor=8.0):
