@@ -1,0 +1,235 @@
+"""The reference side: online SGD at finite d, and the deterministic finite-d matrix flow.
+
+Online SGD (MATH.md §1): fresh tokens ``x_1..x_L`` with ``E[x_ia x_jb] = C_ij δ_ab``, a
+minibatch of ``B`` samples, the batch-averaged gradient, learning rate ``η`` and weight
+decay ``γ``: ``P ← P − η ∇_P ℓ − (ηγ/d) P`` for every trainable factor. Gradients are
+analytic and BLAS-shaped — with ``P_b = X_b W`` (tied; untied ``X_b U`` and ``X_b V``) the
+pre-activations are ``G = (P Pᵀ − C Tr S)/√d`` and ``∇_W = (2/√d) Xᵀ(g P) − (2/√d) ⟨g, C⟩ W``
+— so memory is O(K d² + B L d) and no Python loop runs over samples.
+
+Time axes: SGD step ``n`` maps to the theory's axis as tied ``t = 4nη/d``, untied slow
+phase and direct ``τ = nη/d`` (`steps_for`). Moments are measured as ``(1/d) Tr`` of
+canonical words on the current matrices (`momentgen.matrices.trace_moments`, prefixes
+shared).
+
+The matrix flow (`matrix_flow`) is the population gradient flow of the same matrices —
+noise-free and untruncated, between SGD and the hierarchy (MATH.md §3–§5, §7).
+"""
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy
+
+from .codegen import compile_pointwise
+from .flow import factor_velocities
+from .initial import sample_factors
+from .matrices import letter_matrices, trace_moments
+from .words import canonical, parse
+
+__all__ = ["SimulationResult", "sgd", "matrix_flow", "steps_for"]
+
+
+@dataclass
+class SimulationResult:
+    """Moments along a finite-d run, on the theory's time axis.
+
+    ``t``: shape (n,); ``series``: canonical word → array (n,); ``steps``: SGD steps at each
+    time (None for the matrix flow); ``means``: untied only, ``m_k = Tr(M_k)/√d`` (n, K).
+    """
+
+    t: np.ndarray
+    series: dict
+    d: int
+    steps: np.ndarray = None
+    means: np.ndarray = None
+    info: dict = field(default_factory=dict)
+
+
+def steps_for(kind, times, d, lr):
+    """SGD steps that reach the theory times: tied ``n = t d/(4η)``, else ``n = τ d/η``."""
+    scale = d / (4 * lr) if kind == "tied" else d / lr
+    return np.rint(np.asarray(times, dtype=float) * scale).astype(np.int64)
+
+
+class _LossGradient:
+    """∂ℓ/∂G at a batch of pre-activations, compiled once per loss (cached on disk)."""
+
+    def __init__(self, loss):
+        self.kernel = compile_pointwise([sympy.diff(loss.expr, v) for v in loss.variables], loss.variables)
+        self.shape = (loss.L, loss.L, loss.K)
+
+    def __call__(self, G):
+        return self.kernel(np.ascontiguousarray(G.reshape(len(G), -1))).reshape(len(G), *self.shape)
+
+
+def _measure(kind, factors, codes):
+    return trace_moments(codes, letter_matrices(kind, factors))
+
+
+def _word_codes(kind, K, words):
+    texts = [canonical(w, kind) for w in words]
+    return texts, [parse(w, kind, K) for w in texts]
+
+
+class _SGD:
+    """One online-SGD run: the factors and the update rule of one model."""
+
+    def __init__(self, model, loss, C, factors, lr, batch, gamma, rng):
+        self.model, self.kind, self.K, self.L = model, model.kind, model.K, loss.L
+        self.factors = [tuple(np.array(f) for f in x) if isinstance(x, tuple) else np.array(x) for x in factors]
+        self.d = (self.factors[0][0] if self.kind == "untied" else self.factors[0]).shape[0]
+        self.lr, self.batch, self.gamma, self.rng = lr, batch, gamma, rng
+        self.C = np.eye(self.L) if C is None else np.asarray(C, float)
+        w, V = np.linalg.eigh(self.C)
+        self.C_root = (V * np.sqrt(np.clip(w, 0, None))) @ V.T
+        self.gradient = _LossGradient(loss)
+        self.trainable = [k - 1 for k in model.trainable]
+
+    def tokens(self):
+        Z = self.rng.standard_normal((self.batch, self.L, self.d))
+        return Z if self.L == 1 and self.C[0, 0] == 1.0 else np.einsum("ij,bjd->bid", self.C_root, Z)
+
+    def step(self):
+        X, root_d, B = self.tokens(), np.sqrt(self.d), self.batch
+        decay = 1 - self.lr * self.gamma / self.d
+        if self.kind == "tied":
+            P = [X @ W for W in self.factors]  # (B, L, d_k)
+            traces = [np.sum(W * W) for W in self.factors]
+            G = np.stack([(p @ p.transpose(0, 2, 1) - self.C * t) / root_d for p, t in zip(P, traces)], axis=-1)
+            g = self.gradient(G)
+            for k in self.trainable:
+                gk = g[..., k]
+                sym = gk + gk.transpose(0, 2, 1)
+                grad = X.reshape(-1, self.d).T @ (sym @ P[k]).reshape(-1, P[k].shape[-1]) / (root_d * B)
+                grad -= 2 * np.einsum("bij,ij->", gk, self.C) / (root_d * B) * self.factors[k]
+                self.factors[k] = decay * self.factors[k] - self.lr * grad
+        elif self.kind == "untied":
+            P = [X @ U for U, _ in self.factors]
+            R = [X @ V for _, V in self.factors]
+            G = np.stack([p @ r.transpose(0, 2, 1) / root_d for p, r in zip(P, R)], axis=-1)
+            g = self.gradient(G)
+            flat = X.reshape(-1, self.d).T
+            for k in self.trainable:
+                gk = g[..., k]
+                U, V = self.factors[k]
+                grad_U = flat @ (gk @ R[k]).reshape(-1, R[k].shape[-1]) / (root_d * B)
+                grad_V = flat @ (gk.transpose(0, 2, 1) @ P[k]).reshape(-1, P[k].shape[-1]) / (root_d * B)
+                self.factors[k] = (decay * U - self.lr * grad_U, decay * V - self.lr * grad_V)
+        else:
+            XS = [X @ S.T for S in self.factors]  # row b, i: (S x_bi)ᵀ = x_biᵀ Sᵀ
+            traces = [np.trace(S) for S in self.factors]
+            G = np.stack([(X @ xs.transpose(0, 2, 1) - self.C * t) / root_d for xs, t in zip(XS, traces)], axis=-1)
+            g = self.gradient(G)  # G_ij = x_iᵀ S x_j: ∂/∂S = x_i x_jᵀ
+            flat = X.reshape(-1, self.d).T
+            for k in self.trainable:
+                gk = g[..., k]
+                grad = flat @ (gk @ X).reshape(-1, self.d) / (root_d * B)
+                grad -= np.einsum("bij,ij->", gk, self.C) / (root_d * B) * np.eye(self.d)
+                self.factors[k] = decay * self.factors[k] - self.lr * grad
+
+    def means(self):
+        return np.array([np.sum(U * V) / np.sqrt(self.d) for U, V in self.factors]) if self.kind == "untied" else None
+
+
+def sgd(model, loss, inits, *, d, lr, batch, times, words, gamma=0.0, C=None, seed=0, factors=None, progress=None):
+    """Run online SGD and measure ``words`` at the theory ``times``.
+
+    Parameters
+    ----------
+    model : momentgen.hierarchy.Model
+    loss : momentgen.losses.Loss
+    inits : {k: InitSpec}
+        Student and teacher initialisation; the factors are drawn with ``seed``.
+    d, lr, batch : int, float, int
+        Dimension, learning rate η, minibatch size B.
+    times : array_like
+        Measurement times on the theory's axis (tied ``t = 4nη/d``, else ``τ = nη/d``).
+    words : list of str
+    seed : int
+        Seeds both the initial matrices and the token stream: the same seed gives a
+        bit-identical run (with one BLAS thread).
+    factors : optional
+        Start from these finite-d factors instead of drawing them.
+    progress : bool, optional
+        Progress line on stderr; default: only when stderr is a terminal.
+    """
+    texts, codes = _word_codes(model.kind, model.K, words)
+    init_seed, token_seed = np.random.SeedSequence(seed).spawn(2)
+    if factors is None:
+        factors = sample_factors(model, inits, d, seed=int(init_seed.generate_state(1)[0]))
+    run = _SGD(model, loss, C, factors, lr, batch, gamma, np.random.default_rng(token_seed))
+    schedule = steps_for(model.kind, times, d, lr)
+    show = sys.stderr.isatty() if progress is None else progress
+    values, means, step, start = [], [], 0, time.perf_counter()
+    for target in schedule:
+        while step < target:
+            run.step()
+            step += 1
+            if show and step % 200 == 0:
+                rate = step / (time.perf_counter() - start)
+                print(f"\rSGD d={d} B={batch}: step {step}/{schedule[-1]} ({rate:.0f} steps/s)", end="", file=sys.stderr)
+        values.append(_measure(model.kind, run.factors, codes))
+        means.append(run.means())
+    if show:
+        print(file=sys.stderr)
+    series = {w: np.array(v) for w, v in zip(texts, np.array(values).T)}
+    return SimulationResult(np.asarray(times, float), series, d, schedule,
+                            np.array(means) if model.kind == "untied" else None,
+                            {"seconds": time.perf_counter() - start, "lr": lr, "batch": batch, "seed": seed})  # fmt: skip
+
+
+def matrix_flow(model, potential, factors, *, times, words, gamma=0.0, rtol=1e-9, atol=1e-11, means=None):
+    """Integrate the population gradient flow of finite-d factors; measure ``words`` at ``times``.
+
+    The coefficients come from Φ at the matrices' own order parameters (untied: with the
+    slaved mean m*(q) and the trace-conserving β′ of MATH.md §4). Deterministic and free
+    of truncation: the finite-d reference between SGD and the hierarchy.
+    """
+    from scipy.integrate import solve_ivp
+
+    from .hierarchy import build
+    from .truncation import Truncation
+
+    kind, K = model.kind, model.K
+    program = build(model, 2, [])  # the order parameters and β's words
+    truncation = Truncation(program, potential, gamma, means=means)
+    texts, codes = _word_codes(kind, K, words)
+    trainable = [k - 1 for k in model.trainable]
+    factors = [tuple(np.array(f) for f in x) if isinstance(x, tuple) else np.array(x) for x in factors]
+    shapes = [[f.shape for f in (x if isinstance(x, tuple) else (x,))] for x in factors]
+
+    def unpack(vector):
+        out, offset = list(factors), 0
+        for k in trainable:
+            parts = []
+            for shape in shapes[k]:
+                size = shape[0] * shape[1]
+                parts.append(vector[offset : offset + size].reshape(shape))
+                offset += size
+            out[k] = tuple(parts) if kind == "untied" else parts[0]
+        return out
+
+    def pack(items):
+        return np.concatenate([np.ravel(p) for k in trainable for p in (items[k] if kind == "untied" else (items[k],))])
+
+    def velocity(t, vector):
+        current = unpack(vector)
+        mu = trace_moments(program.word_codes, letter_matrices(kind, current))
+        coefficients = dict(zip((s.name for s in program.symbols), truncation.coefficients(mu)))
+        if kind == "untied":  # finite d: β′ keeps μ(M_k) constant also with weight decay
+            for k in model.trainable:
+                D = mu[program.index(f"A{k}")] + mu[program.index(f"B{k}")]
+                coefficients[f"beta[{k}]"] -= 2 * gamma * mu[program.index(f"M{k}")] / D
+        return pack(factor_velocities(model, current, coefficients))
+
+    times = np.asarray(times, dtype=float)
+    run = solve_ivp(velocity, (times[0], times[-1]), pack(factors), t_eval=times, method="DOP853", rtol=rtol, atol=atol)
+    if not run.success:
+        raise RuntimeError(f"matrix flow failed: {run.message}")
+    values = np.array([_measure(kind, unpack(run.y[:, i]), codes) for i in range(len(run.t))])
+    series = {w: values[:, i] for i, w in enumerate(texts)}
+    d = (factors[0][0] if kind == "untied" else factors[0]).shape[0]
+    return SimulationResult(run.t, series, d, info={"nfev": run.nfev})
