@@ -9,7 +9,12 @@ Subcommands:
 * ``momentgen generate-truncation CONFIG [--degree M] [--out generated/NAME.py]``: write an
   importable module (and its .npz) for a configuration file;
 * ``momentgen solve CONFIG --json OUT [--degree M]``: integrate degrees M and M − 2 and
-  write the trajectory, status and validity horizon.
+  write the trajectory, status and validity horizon;
+* ``momentgen simulate CONFIG --json OUT [--d D] [--seeds N]``: online SGD on the model's
+  time axis (mean and spread over seeds);
+* ``momentgen compare CONFIG [--degrees 2,4,6,8] [--d 200,400] [--seeds N] [--out DIR]
+  [--scheduler tcp://…]``: theory per degree, SGD and matrix flow per d; writes
+  ``DIR/compare.png`` and ``DIR/compare.json`` (with a table of sup-errors).
 """
 
 import argparse
@@ -81,6 +86,40 @@ def _cmd_solve(args):
           f"{time.perf_counter() - start:.2f} s; wrote {out}")  # fmt: skip
 
 
+def _seed_list(config, n):
+    return config.section("sgd")["seeds"] if n is None else list(range(n))
+
+
+def _cmd_simulate(args):
+    from .config import load_config
+    from .simulate import simulate_config
+
+    config = load_config(args.config)
+    result = simulate_config(config, d=args.d, seeds=_seed_list(config, args.seeds))
+    out = pathlib.Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result))
+    print(f"SGD {result['model']} d={result['d']} eta={result['lr']} B={result['batch']} seeds={result['seeds']}: "
+          f"{result['steps'][-1]} steps in {result['seconds']:.1f} s; wrote {out}")  # fmt: skip
+
+
+def _cmd_compare(args):
+    from .compare import compare
+    from .config import load_config
+
+    config = load_config(args.config)
+    degrees = [int(x) for x in args.degrees.split(",")] if args.degrees else [config.section("truncation")["degree"]]
+    dims = [int(x) for x in args.d.split(",")] if args.d else [config.section("sgd")["d"]]
+    data = compare(config, degrees, dims, _seed_list(config, args.seeds), args.out, scheduler=args.scheduler,
+                   n_jobs=args.jobs)  # fmt: skip
+    print(f"{'observable':14s} {'comparison':12s} {'M':>3s} {'d':>5s} {'sup error':>10s} {'in window':>10s}")
+    for row in data["table"]:
+        valid = "" if row["sup_error_valid"] is None else f"{row['sup_error_valid']:10.2e}"
+        print(f"{row['observable']:14s} {row['comparison']:12s} {row['degree'] or '':>3} {row['d']:5d} "
+              f"{row['sup_error']:10.2e} {valid:>10s}")  # fmt: skip
+    print(f"wrote {args.out}/compare.png and compare.json in {data['seconds']:.1f} s")
+
+
 def _parser():
     parser = argparse.ArgumentParser(prog="momentgen", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -112,6 +151,23 @@ def _parser():
     solve.add_argument("--json", required=True, help="output JSON path")
     solve.add_argument("--degree", type=int, help="override [truncation] degree")
     solve.set_defaults(run=_cmd_solve)
+
+    simulate = sub.add_parser("simulate", help="run the online-SGD reference")
+    simulate.add_argument("config", help="TOML configuration file")
+    simulate.add_argument("--json", required=True, help="output JSON path")
+    simulate.add_argument("--d", type=int, help="override [sgd] d")
+    simulate.add_argument("--seeds", type=int, help="number of seeds 0..N-1 (default: [sgd] seeds)")
+    simulate.set_defaults(run=_cmd_simulate)
+
+    comparison = sub.add_parser("compare", help="theory vs SGD vs matrix flow: figure and error table")
+    comparison.add_argument("config", help="TOML configuration file")
+    comparison.add_argument("--degrees", help="comma-separated truncation degrees (default: the config's)")
+    comparison.add_argument("--d", help="comma-separated dimensions (default: [sgd] d)")
+    comparison.add_argument("--seeds", type=int, help="number of seeds 0..N-1 (default: [sgd] seeds)")
+    comparison.add_argument("--out", default="out/compare", help="output directory")
+    comparison.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://127.0.0.1:8786")
+    comparison.add_argument("--jobs", type=int, help="local worker processes (default 2)")
+    comparison.set_defaults(run=_cmd_compare)
     return parser
 
 

@@ -29,7 +29,7 @@ from .initial import sample_factors
 from .matrices import letter_matrices, trace_moments
 from .words import canonical, parse
 
-__all__ = ["SimulationResult", "sgd", "matrix_flow", "steps_for"]
+__all__ = ["SimulationResult", "sgd", "matrix_flow", "simulate_config", "steps_for"]
 
 
 @dataclass
@@ -94,39 +94,47 @@ class _SGD:
 
     def step(self):
         X, root_d, B = self.tokens(), np.sqrt(self.d), self.batch
+        flat = X.reshape(-1, self.d)  # (B·L, d): every product below is one GEMM or a small einsum
         decay = 1 - self.lr * self.gamma / self.d
+
+        def rows(A):  # (B·L, w) → (B, L, w)
+            return A.reshape(B, self.L, -1)
+
+        def pairs(A, Bm):  # G-shaped (B, L, L) inner products of token rows
+            return np.einsum("bik,bjk->bij", A, Bm)
+
+        def mix(g, A):  # Σ_j g_ij A_j for each sample: (B, L, L) × (B, L, w) → (B·L, w)
+            return np.einsum("bij,bjk->bik", g, A).reshape(B * self.L, -1)
+
         if self.kind == "tied":
-            P = [X @ W for W in self.factors]  # (B, L, d_k)
+            P = [rows(flat @ W) for W in self.factors]  # P_bi = Wᵀ x_bi
             traces = [np.sum(W * W) for W in self.factors]
-            G = np.stack([(p @ p.transpose(0, 2, 1) - self.C * t) / root_d for p, t in zip(P, traces)], axis=-1)
+            G = np.stack([(pairs(p, p) - self.C * t) / root_d for p, t in zip(P, traces)], axis=-1)
             g = self.gradient(G)
             for k in self.trainable:
                 gk = g[..., k]
-                sym = gk + gk.transpose(0, 2, 1)
-                grad = X.reshape(-1, self.d).T @ (sym @ P[k]).reshape(-1, P[k].shape[-1]) / (root_d * B)
+                grad = flat.T @ mix(gk + gk.transpose(0, 2, 1), P[k]) / (root_d * B)
                 grad -= 2 * np.einsum("bij,ij->", gk, self.C) / (root_d * B) * self.factors[k]
                 self.factors[k] = decay * self.factors[k] - self.lr * grad
         elif self.kind == "untied":
-            P = [X @ U for U, _ in self.factors]
-            R = [X @ V for _, V in self.factors]
-            G = np.stack([p @ r.transpose(0, 2, 1) / root_d for p, r in zip(P, R)], axis=-1)
+            P = [rows(flat @ U) for U, _ in self.factors]
+            R = [rows(flat @ V) for _, V in self.factors]
+            G = np.stack([pairs(p, r) / root_d for p, r in zip(P, R)], axis=-1)  # x_iᵀ U Vᵀ x_j / √d
             g = self.gradient(G)
-            flat = X.reshape(-1, self.d).T
             for k in self.trainable:
                 gk = g[..., k]
                 U, V = self.factors[k]
-                grad_U = flat @ (gk @ R[k]).reshape(-1, R[k].shape[-1]) / (root_d * B)
-                grad_V = flat @ (gk.transpose(0, 2, 1) @ P[k]).reshape(-1, P[k].shape[-1]) / (root_d * B)
+                grad_U = flat.T @ mix(gk, R[k]) / (root_d * B)
+                grad_V = flat.T @ mix(gk.transpose(0, 2, 1), P[k]) / (root_d * B)
                 self.factors[k] = (decay * U - self.lr * grad_U, decay * V - self.lr * grad_V)
         else:
-            XS = [X @ S.T for S in self.factors]  # row b, i: (S x_bi)ᵀ = x_biᵀ Sᵀ
+            SX = [rows(flat @ S.T) for S in self.factors]  # row b, i: (S x_bi)ᵀ
             traces = [np.trace(S) for S in self.factors]
-            G = np.stack([(X @ xs.transpose(0, 2, 1) - self.C * t) / root_d for xs, t in zip(XS, traces)], axis=-1)
+            G = np.stack([(pairs(X, sx) - self.C * t) / root_d for sx, t in zip(SX, traces)], axis=-1)
             g = self.gradient(G)  # G_ij = x_iᵀ S x_j: ∂/∂S = x_i x_jᵀ
-            flat = X.reshape(-1, self.d).T
             for k in self.trainable:
                 gk = g[..., k]
-                grad = flat @ (gk @ X).reshape(-1, self.d) / (root_d * B)
+                grad = flat.T @ mix(gk, X) / (root_d * B)
                 grad -= np.einsum("bij,ij->", gk, self.C) / (root_d * B) * np.eye(self.d)
                 self.factors[k] = decay * self.factors[k] - self.lr * grad
 
@@ -134,7 +142,8 @@ class _SGD:
         return np.array([np.sum(U * V) / np.sqrt(self.d) for U, V in self.factors]) if self.kind == "untied" else None
 
 
-def sgd(model, loss, inits, *, d, lr, batch, times, words, gamma=0.0, C=None, seed=0, factors=None, progress=None):
+def sgd(model, loss, inits, *, d, lr, batch, times, words, gamma=0.0, C=None, seed=0, factors=None, progress=None,
+        fast_times=None):
     """Run online SGD and measure ``words`` at the theory ``times``.
 
     Parameters
@@ -155,6 +164,9 @@ def sgd(model, loss, inits, *, d, lr, batch, times, words, gamma=0.0, C=None, se
         Start from these finite-d factors instead of drawing them.
     progress : bool, optional
         Progress line on stderr; default: only when stderr is a terminal.
+    fast_times : array_like, optional
+        Untied only: also record the means ``m_k`` at these times of the fast axis ``t = nη``
+        (in ``info["fast_t"]``, ``info["fast_m"]``).
     """
     texts, codes = _word_codes(model.kind, model.K, words)
     init_seed, token_seed = np.random.SeedSequence(seed).spawn(2)
@@ -162,23 +174,31 @@ def sgd(model, loss, inits, *, d, lr, batch, times, words, gamma=0.0, C=None, se
         factors = sample_factors(model, inits, d, seed=int(init_seed.generate_state(1)[0]))
     run = _SGD(model, loss, C, factors, lr, batch, gamma, np.random.default_rng(token_seed))
     schedule = steps_for(model.kind, times, d, lr)
+    fast = [] if fast_times is None else list(np.rint(np.asarray(fast_times, float) / lr).astype(np.int64))
     show = sys.stderr.isatty() if progress is None else progress
-    values, means, step, start = [], [], 0, time.perf_counter()
-    for target in schedule:
+    values, means, fast_m, step, start = [], [], [], 0, time.perf_counter()
+    last = max([schedule[-1]] + fast)
+    for target in sorted(set(schedule) | set(fast)):
         while step < target:
             run.step()
             step += 1
             if show and step % 200 == 0:
                 rate = step / (time.perf_counter() - start)
-                print(f"\rSGD d={d} B={batch}: step {step}/{schedule[-1]} ({rate:.0f} steps/s)", end="", file=sys.stderr)
-        values.append(_measure(model.kind, run.factors, codes))
-        means.append(run.means())
+                print(f"\rSGD d={d} B={batch}: step {step}/{last} ({rate:.0f} steps/s)", end="", file=sys.stderr)
+        if target in fast:
+            fast_m.extend([run.means()] * fast.count(target))
+        if target in schedule:
+            count = int(np.sum(schedule == target))
+            values.extend([_measure(model.kind, run.factors, codes)] * count)
+            means.extend([run.means()] * count)
     if show:
         print(file=sys.stderr)
     series = {w: np.array(v) for w, v in zip(texts, np.array(values).T)}
+    info = {"seconds": time.perf_counter() - start, "lr": lr, "batch": batch, "seed": seed, "steps_total": step}
+    if fast:
+        info.update(fast_t=np.asarray(fast_times, float), fast_m=np.array(fast_m))
     return SimulationResult(np.asarray(times, float), series, d, schedule,
-                            np.array(means) if model.kind == "untied" else None,
-                            {"seconds": time.perf_counter() - start, "lr": lr, "batch": batch, "seed": seed})  # fmt: skip
+                            np.array(means) if model.kind == "untied" else None, info)  # fmt: skip
 
 
 def matrix_flow(model, potential, factors, *, times, words, gamma=0.0, rtol=1e-9, atol=1e-11, means=None):
@@ -233,3 +253,42 @@ def matrix_flow(model, potential, factors, *, times, words, gamma=0.0, rtol=1e-9
     series = {w: values[:, i] for i, w in enumerate(texts)}
     d = (factors[0][0] if kind == "untied" else factors[0]).shape[0]
     return SimulationResult(run.t, series, d, info={"nfev": run.nfev})
+
+
+def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41):
+    """Run ``[sgd]`` for every seed up to ``[integrate] T``; JSON-ready dict (the ``simulate`` output).
+
+    Series are the mean over seeds, ``spread`` their standard deviation; times are on the
+    model's axis. Untied runs also report the means m_k on the fast axis t = nη.
+    """
+    sgd_table, integrate = config.section("sgd"), config.section("integrate")
+    d = sgd_table["d"] if d is None else d
+    seeds = sgd_table["seeds"] if seeds is None else seeds
+    times = np.linspace(0.0, integrate["T"], integrate["points"])
+    words = _reported(config)
+    fast_times = np.linspace(0.0, integrate["fast_T"], fast_points) if config.model.kind == "untied" else None
+    runs = [sgd(config.model, config.loss(), config.inits(), d=d, lr=sgd_table["lr"], batch=sgd_table["batch"],
+                times=times, words=words, gamma=config.section("model")["gamma"], C=config.section("model")["C"],
+                seed=seed, progress=progress, fast_times=fast_times) for seed in seeds]  # fmt: skip
+    stack = {w: np.array([r.series[w] for r in runs]) for w in runs[0].series}
+    out = {
+        "model": config.model.kind, "time_scale": config.model.time_scale, "t": times.tolist(),
+        "series": {w: v.mean(axis=0).tolist() for w, v in stack.items()},
+        "spread": {w: v.std(axis=0).tolist() for w, v in stack.items()},
+        "steps": runs[0].steps.tolist(), "d": d, "lr": sgd_table["lr"], "batch": sgd_table["batch"],
+        "seeds": list(seeds), "seconds": sum(r.info["seconds"] for r in runs), "config_hash": config.digest,
+    }  # fmt: skip
+    if fast_times is not None:
+        out["fast"] = {"t": fast_times.tolist(), "m": np.mean([r.info["fast_m"] for r in runs], axis=0).tolist(),
+                       "time_scale": "t = n eta"}  # fmt: skip
+    return out
+
+
+def _reported(config):
+    """The configuration's observables (canonical) plus every word of degree ≤ 2 it needs."""
+    from .hierarchy import build
+
+    obs = config.section("truncation")["observables"]
+    program = build(config.model, 2, [])
+    listed = [] if obs == "all" else [canonical(w, config.model.kind) for w in obs]
+    return list(dict.fromkeys(listed + list(program.words)))

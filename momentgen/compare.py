@@ -1,0 +1,199 @@
+"""Theory vs finite-d references: the table and figure users put in their papers.
+
+`compare` runs, for one configuration, the truncated hierarchy at each degree (with its
+``valid_until``), online SGD at each d (mean and spread over seeds) and the deterministic
+matrix flow at each d (from the matrices of the first seed), all on the model's time axis,
+and reports sup-errors per observable: theory(M) vs SGD, theory(M) vs flow, flow vs SGD
+(over the whole horizon and inside each degree's validity window).
+
+Every run is an independent task. `run_tasks` executes them with joblib — processes on
+this machine, or, unchanged, a Dask distributed cluster when a scheduler address is given.
+"""
+
+import json
+import pathlib
+import time
+
+import numpy as np
+
+__all__ = ["compare", "run_tasks"]
+
+
+def run_tasks(tasks, n_jobs=None, scheduler=None):
+    """Results of ``[function(*args) for function, args in tasks]``, in order.
+
+    ``scheduler``: address of a Dask distributed scheduler (``tcp://host:port``); the
+    same joblib code then runs on the cluster's workers.
+    """
+    import joblib
+
+    jobs = [joblib.delayed(function)(*args) for function, args in tasks]
+    if scheduler is None:
+        return joblib.Parallel(n_jobs=n_jobs or min(2, len(jobs)), backend="loky")(jobs)
+    from dask.distributed import Client
+
+    with Client(scheduler):
+        with joblib.parallel_config(backend="dask"):
+            return joblib.Parallel()(jobs)
+
+
+def _theory_task(config_raw, source, degree):
+    from .config import parse_config
+    from .integrate import solve_config
+
+    return solve_config(parse_config(config_raw, source), degree)
+
+
+def _sgd_task(config_raw, source, d, seed):
+    from .config import parse_config
+    from .simulate import simulate_config
+
+    return simulate_config(parse_config(config_raw, source), d=d, seeds=[seed], progress=False)
+
+
+def _flow_task(config_raw, source, d, seed):
+    from .config import parse_config
+    from .initial import sample_factors
+    from .potential import Potential
+    from .simulate import _reported, matrix_flow
+
+    config = parse_config(config_raw, source)
+    model, integrate = config.model, config.section("integrate")
+    init_seed = int(np.random.SeedSequence(seed).spawn(2)[0].generate_state(1)[0])  # as sgd() draws them
+    factors = sample_factors(model, config.inits(), d, seed=init_seed)
+    potential = Potential(config.loss(), model.kind, C=config.section("model")["C"],
+                          rtol=config.section("loss")["rtol"])  # fmt: skip
+    means = [config.inits()[k].mean for k in range(1, model.K + 1)] if model.kind == "untied" else None
+    times = np.linspace(0.0, integrate["T"], integrate["points"])
+    start = time.perf_counter()
+    result = matrix_flow(model, potential, factors, times=times, words=_reported(config),
+                         gamma=config.section("model")["gamma"], means=means)  # fmt: skip
+    return {"t": result.t.tolist(), "series": {w: v.tolist() for w, v in result.series.items()}, "d": d,
+            "seconds": time.perf_counter() - start}  # fmt: skip
+
+
+def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None):
+    """Run theory, SGD and matrix flow; write ``out/compare.json`` and ``out/compare.png``.
+
+    Returns the JSON-ready dict: ``theory`` {M: solve output}, ``sgd`` {d: mean, spread},
+    ``flow`` {d: series}, ``table``: rows (observable, kind of comparison, M, d, sup error
+    over [0, T], sup error on [0, valid_until(M)]).
+    """
+    raw, source = config.raw, config.source
+    tasks = [(_theory_task, (raw, source, M)) for M in degrees]
+    tasks += [(_sgd_task, (raw, source, d, s)) for d in dims for s in seeds]
+    tasks += [(_flow_task, (raw, source, d, seeds[0])) for d in dims]
+    start = time.perf_counter()
+    results = run_tasks(tasks, n_jobs=n_jobs, scheduler=scheduler)
+    theory = dict(zip(degrees, results[: len(degrees)]))
+    sgd_runs = results[len(degrees) : len(degrees) + len(dims) * len(seeds)]
+    flows = dict(zip(dims, results[len(degrees) + len(dims) * len(seeds) :]))
+    sgd = {}
+    for i, d in enumerate(dims):
+        runs = sgd_runs[i * len(seeds) : (i + 1) * len(seeds)]
+        stack = {w: np.array([r["series"][w] for r in runs]) for w in runs[0]["series"]}
+        sgd[d] = {"t": runs[0]["t"], "mean": {w: v.mean(0).tolist() for w, v in stack.items()},
+                  "spread": {w: v.std(0).tolist() for w, v in stack.items()}, "steps": runs[0]["steps"],
+                  "seconds": sum(r["seconds"] for r in runs)}  # fmt: skip
+        if "fast" in runs[0]:
+            sgd[d]["fast"] = {"t": runs[0]["fast"]["t"], "m": np.mean([r["fast"]["m"] for r in runs], 0).tolist()}
+    words = [w for w in theory[degrees[0]]["series"]  # observables that can move: they hold a trainable letter
+             if all(w in s["mean"] for s in sgd.values()) and _moves(config.model, w)]  # fmt: skip
+    table = _table(theory, sgd, flows, words)
+    data = {"model": config.model.kind, "time_scale": config.model.time_scale, "degrees": list(degrees),
+            "d": list(dims), "seeds": list(seeds), "observables": words, "theory": theory, "sgd": sgd,
+            "flow": flows, "table": table, "seconds": time.perf_counter() - start,
+            "config_hash": config.digest, "lr": config.section("sgd")["lr"],
+            "batch": config.section("sgd")["batch"]}  # fmt: skip
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compare.json").write_text(json.dumps(data, default=_plain))
+    _figure(data, out / "compare.png")
+    return data
+
+
+def _moves(model, word):
+    from .words import parse
+
+    return any(model.alphabet.index(c) in model.trainable for c in parse(word, model.kind, model.K))
+
+
+def _plain(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(type(value))
+
+
+def _sup(a, b, t, until=None):
+    a, b, t = np.asarray(a), np.asarray(b), np.asarray(t)
+    n = min(len(a), len(b))
+    keep = np.ones(n, bool) if until is None else t[:n] <= until + 1e-12
+    return float(np.max(np.abs(a[:n] - b[:n])[keep])) if keep.any() else float("nan")
+
+
+def _table(theory, sgd, flows, words):
+    rows = []
+    for w in words:
+        for M, th in theory.items():
+            for d in sgd:
+                for label, ref in (("theory-sgd", sgd[d]["mean"][w]), ("theory-flow", flows[d]["series"][w])):
+                    rows.append({"observable": w, "comparison": label, "degree": M, "d": d,
+                                 "sup_error": _sup(th["series"][w], ref, th["t"]),
+                                 "sup_error_valid": _sup(th["series"][w], ref, th["t"], th["valid_until"]),
+                                 "valid_until": th["valid_until"]})  # fmt: skip
+        for d in sgd:
+            rows.append({"observable": w, "comparison": "flow-sgd", "degree": None, "d": d,
+                         "sup_error": _sup(flows[d]["series"][w], sgd[d]["mean"][w], flows[d]["t"]),
+                         "sup_error_valid": None, "valid_until": None})  # fmt: skip
+    return rows
+
+
+def _figure(data, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    words = data["observables"][:4]
+    fast = any("fast" in s for s in data["sgd"].values())
+    n = len(words) + (1 if fast else 0)
+    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.8), squeeze=False)
+    for ax, w in zip(axes[0], words):
+        for M, th in data["theory"].items():
+            t, y = np.array(th["t"]), np.array(th["series"][w])
+            inside = t <= th["valid_until"] + 1e-12
+            (line,) = ax.plot(t[inside], y[inside], lw=1.5, label=f"theory M={M} ({th['status']})")
+            ax.plot(t[~inside], y[~inside], ls=":", color=line.get_color(), lw=1)
+        for d, run in data["sgd"].items():
+            t, mean, spread = np.array(run["t"]), np.array(run["mean"][w]), np.array(run["spread"][w])
+            ax.fill_between(t, mean - spread, mean + spread, alpha=0.25)
+            ax.plot(t, mean, "o", ms=3, label=f"SGD d={d} (±1 sd)")
+        for d, flow in data["flow"].items():
+            ax.plot(flow["t"], flow["series"][w], "k--", lw=1, label=f"matrix flow d={d}")
+        low, high = _limits(data, w)
+        ax.set(title=f"μ({w})", xlabel=data["time_scale"], ylim=(low, high))
+    if fast:
+        ax = axes[0][-1]
+        for d, run in data["sgd"].items():
+            if "fast" in run:
+                ax.plot(run["fast"]["t"], np.array(run["fast"]["m"])[:, 0], label=f"SGD m1, d={d}")
+        for M, th in data["theory"].items():
+            if "fast_t" in th:
+                ax.plot(th["fast_t"], np.array(th["fast_m"])[:, 0], "k--", label=f"fast ODE (M={M})")
+                break
+        ax.set(title="untied fast phase", xlabel="t = n eta", ylabel="m1")
+        ax.legend(fontsize=7)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _limits(data, w):
+    values = [v for run in data["sgd"].values() for v in run["mean"][w]]
+    values += [v for flow in data["flow"].values() for v in flow["series"][w]]
+    low, high = min(values), max(values)
+    pad = 0.25 * (high - low) + 1e-3 * max(1.0, abs(high))
+    return low - pad, high + pad
