@@ -23,12 +23,13 @@ test: install
 	$(BIN)/python -m pytest -q
 
 test-slow: install
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -m slow tests
 
 bench: install
 	$(BIN)/python benchmarks/bench_hierarchy.py
 	$(BIN)/python benchmarks/bench_potential.py
 	$(BIN)/python benchmarks/bench_truncation.py
+	$(BIN)/python benchmarks/bench_sgd.py
 
 examples: install
 	$(BIN)/python examples/hierarchy_sizes.py --out out/examples

@@ -105,17 +105,35 @@ def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, b
                       stacklevel=2)  # fmt: skip
         method = "DOP853"
     grid = np.linspace(0.0, T, points)
-    ys, status, message, nfev, t_stop = [y0], "ok", "reached the horizon", 0, 0.0
-    options = {"jac": truncation.jac} if method in METHODS_WITH_JACOBIAN else {}
-    start, step = time.perf_counter(), None
-    for a, b in zip(grid[:-1], grid[1:]):
+    options = {"method": method, "rtol": rtol, "atol": atol, "events": (blowup, infeasible)}
+    if method in METHODS_WITH_JACOBIAN:
+        options["jac"] = truncation.jac
+    start = time.perf_counter()
+    try:  # one pass over the whole grid: the common case, cheapest
+        ys, status, message, t_stop, nfev = _integrate(truncation.rhs, y0, grid, [0.0, T], options, bound)
+    except PotentialError:
+        # a trial stage stepped outside the feasible set: redo interval by interval so that the
+        # result keeps every grid point reached before the stop
+        ys, status, message, t_stop, nfev = _integrate(truncation.rhs, y0, grid, grid, options, bound)
+    return SolveResult(grid[: len(ys)], np.array(ys), list(program.words), status, message, t_stop,
+                       program.model.time_scale, program.degree, method, nfev, time.perf_counter() - start)  # fmt: skip
+
+
+def _integrate(rhs, y0, grid, edges, options, bound):
+    """Integrate piece by piece between ``edges``, recording the states at the ``grid`` points."""
+    ys, status, message, nfev, t_stop, step = [y0], "ok", "reached the horizon", 0, 0.0, None
+    for a, b in zip(edges[:-1], edges[1:]):
+        inside = grid[(grid > a) & (grid <= b)]
         try:
-            run = solve_ivp(truncation.rhs, (a, b), ys[-1], method=method, rtol=rtol, atol=atol,
-                            events=(blowup, infeasible), first_step=step and min(step, b - a), **options)  # fmt: skip
+            run = solve_ivp(rhs, (a, b), ys[-1], t_eval=inside, first_step=step and min(step, b - a), **options)
         except PotentialError as error:
+            if len(edges) == 2:
+                raise
             status, message = "left-feasible-set", f"stopped after t = {a:.6g}: {error}"
             break
         nfev += run.nfev
+        good = np.all(np.isfinite(run.y), axis=0)
+        ys.extend(run.y[:, good].T)
         if run.status == 1:
             status = "blowup" if run.t_events[0].size else "left-feasible-set"
             t_stop = float(run.t_events[0][0] if run.t_events[0].size else run.t_events[1][0])
@@ -123,15 +141,12 @@ def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, b
                    if status == "blowup" else "the order parameters left the PSD cone")  # fmt: skip
             message = f"{status} at t = {t_stop:.6g}: {why}; the truncation is not valid beyond"
             break
-        if not run.success or not np.all(np.isfinite(run.y[:, -1])):
+        if not run.success or not good.all():
             status, message = "failed", f"integrator failed after t = {a:.6g}: {run.message}"
             break
-        ys.append(run.y[:, -1])
         t_stop = float(b)
-        step = float(run.t[-1] - run.t[-2]) if len(run.t) > 1 else None
-    n = len(ys)
-    return SolveResult(grid[:n], np.array(ys), list(program.words), status, message, t_stop,
-                       program.model.time_scale, program.degree, method, nfev, time.perf_counter() - start)  # fmt: skip
+        step = float(np.diff(run.t)[-1]) if len(run.t) > 1 else None
+    return ys, status, message, t_stop, nfev
 
 
 def validity_horizon(fine, coarse, words, tol, closed=False):
