@@ -176,9 +176,10 @@ def solve_config(config, degree=None):
 
     integrate = config.section("integrate")
     M = config.section("truncation")["degree"] if degree is None else degree
-    runs, closed = {}, None
+    runs, closed, potential = {}, None, None
     for m in sorted({M, M - 2} - {0, 1}):
-        truncation, y0 = from_config(config, m)
+        truncation, y0 = from_config(config, m, potential=potential)
+        potential = truncation.potential  # one compiled integrand and calibrated rule for both degrees
         extra = {}
         if config.model.kind == "untied":
             times, means = truncation.fast_phase(y0, integrate["fast_T"])

@@ -261,11 +261,12 @@ def _layout(program):
     return out
 
 
-def from_config(config, degree=None, program=None, initial=None):
+def from_config(config, degree=None, program=None, initial=None, potential=None):
     """The `Truncation` and its initial moments ``y0`` for a `momentgen.config.Config`.
 
     ``degree`` overrides ``[truncation] degree``; ``program`` and ``initial`` skip the
-    derivation and the initial moments (e.g. both loaded from a generated module). Initial
+    derivation and the initial moments (e.g. both loaded from a generated module), and
+    ``potential`` reuses a `Potential` (its compiled integrand and calibrated rule). Initial
     moments are exact d = ∞ values for gaussian / identity inits and empirical ones when
     an init comes from a file.
     """
@@ -278,7 +279,8 @@ def from_config(config, degree=None, program=None, initial=None):
     if program is None:
         program = build(model, degree, config.section("truncation")["observables"])
     loss_table, model_table = config.section("loss"), config.section("model")
-    potential = Potential(config.loss(), model.kind, C=model_table["C"], rtol=loss_table["rtol"])
+    if potential is None:
+        potential = Potential(config.loss(), model.kind, C=model_table["C"], rtol=loss_table["rtol"])
     inits = config.inits()
     if initial is not None:
         y0 = np.asarray(initial, dtype=float)
