@@ -72,16 +72,16 @@ def _cmd_generate(args):
 
 
 def _cmd_solve(args):
+    from .closures import solve_with_closure
     from .config import load_config
-    from .integrate import solve_config
 
     config = load_config(args.config)
     start = time.perf_counter()
-    result = solve_config(config, args.degree)
+    result = solve_with_closure(config, args.closure, args.degree, args.size)
     out = pathlib.Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result))
-    print(f"{result['model']} degree {result['degree']}: status {result['status']}, valid until "
+    print(f"{result['model']} {result['closure']} degree {result['degree']}: status {result['status']}, valid until "
           f"{result['valid_until']:.4g} on {result['time_scale']} ({result['message']}); "
           f"{time.perf_counter() - start:.2f} s; wrote {out}")  # fmt: skip
 
@@ -110,12 +110,13 @@ def _cmd_compare(args):
     config = load_config(args.config)
     degrees = [int(x) for x in args.degrees.split(",")] if args.degrees else [config.section("truncation")["degree"]]
     dims = [int(x) for x in args.d.split(",")] if args.d else [config.section("sgd")["d"]]
+    closures = args.closures.split(",") if args.closures else [config.section("truncation")["closure"]]
     data = compare(config, degrees, dims, _seed_list(config, args.seeds), args.out, scheduler=args.scheduler,
-                   n_jobs=args.jobs)  # fmt: skip
-    print(f"{'observable':14s} {'comparison':12s} {'M':>3s} {'d':>5s} {'sup error':>10s} {'in window':>10s}")
+                   n_jobs=args.jobs, closures=closures)  # fmt: skip
+    print(f"{'observable':14s} {'comparison':12s} {'theory':>20s} {'d':>5s} {'sup error':>10s} {'in window':>10s}")
     for row in data["table"]:
         valid = "" if row["sup_error_valid"] is None else f"{row['sup_error_valid']:10.2e}"
-        print(f"{row['observable']:14s} {row['comparison']:12s} {row['degree'] or '':>3} {row['d']:5d} "
+        print(f"{row['observable']:14s} {row['comparison']:12s} {row['theory'] or '':>20s} {row['d']:5d} "
               f"{row['sup_error']:10.2e} {valid:>10s}")  # fmt: skip
     print(f"wrote {args.out}/compare.png and compare.json in {data['seconds']:.1f} s")
 
@@ -150,6 +151,8 @@ def _parser():
     solve.add_argument("config", help="TOML configuration file")
     solve.add_argument("--json", required=True, help="output JSON path")
     solve.add_argument("--degree", type=int, help="override [truncation] degree")
+    solve.add_argument("--closure", help="zero | matrix-model (default: [truncation] closure)")
+    solve.add_argument("--size", type=int, help="matrix-model size n (default: [truncation] size)")
     solve.set_defaults(run=_cmd_solve)
 
     simulate = sub.add_parser("simulate", help="run the online-SGD reference")
@@ -167,6 +170,7 @@ def _parser():
     comparison.add_argument("--out", default="out/compare", help="output directory")
     comparison.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://127.0.0.1:8786")
     comparison.add_argument("--jobs", type=int, help="local worker processes (default 2)")
+    comparison.add_argument("--closures", help="comma-separated: zero, matrix-model (default: the config's)")
     comparison.set_defaults(run=_cmd_compare)
     return parser
 

@@ -37,11 +37,11 @@ def run_tasks(tasks, n_jobs=None, scheduler=None):
             return joblib.Parallel()(jobs)
 
 
-def _theory_task(config_raw, source, degree):
+def _theory_task(config_raw, source, closure, degree):
+    from .closures import solve_with_closure
     from .config import parse_config
-    from .integrate import solve_config
 
-    return solve_config(parse_config(config_raw, source), degree)
+    return solve_with_closure(parse_config(config_raw, source), closure, degree)
 
 
 def _sgd_task(config_raw, source, d, seed):
@@ -72,22 +72,30 @@ def _flow_task(config_raw, source, d, seed):
             "seconds": time.perf_counter() - start}  # fmt: skip
 
 
-def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None):
+def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, closures=("zero",)):
     """Run theory, SGD and matrix flow; write ``out/compare.json`` and ``out/compare.png``.
 
-    Returns the JSON-ready dict: ``theory`` {M: solve output}, ``sgd`` {d: mean, spread},
-    ``flow`` {d: series}, ``table``: rows (observable, kind of comparison, M, d, sup error
-    over [0, T], sup error on [0, valid_until(M)]).
+    ``closures``: "zero" gives one theory curve per degree, "matrix-model" one more (size
+    from ``[truncation] size``). Returns the JSON-ready dict: ``theory`` {label: solve
+    output}, ``sgd`` {d: mean, spread}, ``flow`` {d: series}, ``table``: rows (observable,
+    comparison, theory label, degree, d, sup error over [0, T], sup error on [0, valid_until]).
     """
     raw, source = config.raw, config.source
-    tasks = [(_theory_task, (raw, source, M)) for M in degrees]
+    unknown = sorted(set(closures) - {"zero", "matrix-model"})
+    if unknown:
+        raise ValueError(f"unknown closures {unknown}: choose from zero, matrix-model")
+    specs = [("zero", M) for M in degrees] if "zero" in closures else []
+    specs += [("matrix-model", None)] if "matrix-model" in closures else []
+    labels = [f"M={M}" if M is not None else f"matrix-model n={config.section('truncation')['size']}"
+              for _, M in specs]  # fmt: skip
+    tasks = [(_theory_task, (raw, source, closure, M)) for closure, M in specs]
     tasks += [(_sgd_task, (raw, source, d, s)) for d in dims for s in seeds]
     tasks += [(_flow_task, (raw, source, d, seeds[0])) for d in dims]
     start = time.perf_counter()
     results = run_tasks(tasks, n_jobs=n_jobs, scheduler=scheduler)
-    theory = dict(zip(degrees, results[: len(degrees)]))
-    sgd_runs = results[len(degrees) : len(degrees) + len(dims) * len(seeds)]
-    flows = dict(zip(dims, results[len(degrees) + len(dims) * len(seeds) :]))
+    theory = dict(zip(labels, results[: len(specs)]))
+    sgd_runs = results[len(specs) : len(specs) + len(dims) * len(seeds)]
+    flows = dict(zip(dims, results[len(specs) + len(dims) * len(seeds) :]))
     sgd = {}
     for i, d in enumerate(dims):
         runs = sgd_runs[i * len(seeds) : (i + 1) * len(seeds)]
@@ -97,10 +105,10 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None):
                   "seconds": sum(r["seconds"] for r in runs)}  # fmt: skip
         if "fast" in runs[0]:
             sgd[d]["fast"] = {"t": runs[0]["fast"]["t"], "m": np.mean([r["fast"]["m"] for r in runs], 0).tolist()}
-    words = [w for w in theory[degrees[0]]["series"]  # observables that can move: they hold a trainable letter
+    words = [w for w in theory[labels[0]]["series"]  # observables that can move: they hold a trainable letter
              if all(w in s["mean"] for s in sgd.values()) and _moves(config.model, w)]  # fmt: skip
     table = _table(theory, sgd, flows, words)
-    data = {"model": config.model.kind, "time_scale": config.model.time_scale, "degrees": list(degrees),
+    data = {"model": config.model.kind, "time_scale": config.model.time_scale, "theory_labels": labels,
             "d": list(dims), "seeds": list(seeds), "observables": words, "theory": theory, "sgd": sgd,
             "flow": flows, "table": table, "seconds": time.perf_counter() - start,
             "config_hash": config.digest, "lr": config.section("sgd")["lr"],
@@ -136,15 +144,15 @@ def _sup(a, b, t, until=None):
 def _table(theory, sgd, flows, words):
     rows = []
     for w in words:
-        for M, th in theory.items():
+        for name, th in theory.items():
             for d in sgd:
                 for label, ref in (("theory-sgd", sgd[d]["mean"][w]), ("theory-flow", flows[d]["series"][w])):
-                    rows.append({"observable": w, "comparison": label, "degree": M, "d": d,
+                    rows.append({"observable": w, "comparison": label, "theory": name, "degree": th["degree"], "d": d,
                                  "sup_error": _sup(th["series"][w], ref, th["t"]),
                                  "sup_error_valid": _sup(th["series"][w], ref, th["t"], th["valid_until"]),
                                  "valid_until": th["valid_until"]})  # fmt: skip
         for d in sgd:
-            rows.append({"observable": w, "comparison": "flow-sgd", "degree": None, "d": d,
+            rows.append({"observable": w, "comparison": "flow-sgd", "theory": None, "degree": None, "d": d,
                          "sup_error": _sup(flows[d]["series"][w], sgd[d]["mean"][w], flows[d]["t"]),
                          "sup_error_valid": None, "valid_until": None})  # fmt: skip
     return rows
@@ -161,10 +169,10 @@ def _figure(data, path):
     n = len(words) + (1 if fast else 0)
     fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.8), squeeze=False)
     for ax, w in zip(axes[0], words):
-        for M, th in data["theory"].items():
+        for name, th in data["theory"].items():
             t, y = np.array(th["t"]), np.array(th["series"][w])
             inside = t <= th["valid_until"] + 1e-12
-            (line,) = ax.plot(t[inside], y[inside], lw=1.5, label=f"theory M={M} ({th['status']})")
+            (line,) = ax.plot(t[inside], y[inside], lw=1.5, label=f"theory {name} ({th['status']})")
             ax.plot(t[~inside], y[~inside], ls=":", color=line.get_color(), lw=1)
         for d, run in data["sgd"].items():
             t, mean, spread = np.array(run["t"]), np.array(run["mean"][w]), np.array(run["spread"][w])
@@ -179,9 +187,9 @@ def _figure(data, path):
         for d, run in data["sgd"].items():
             if "fast" in run:
                 ax.plot(run["fast"]["t"], np.array(run["fast"]["m"])[:, 0], label=f"SGD m1, d={d}")
-        for M, th in data["theory"].items():
+        for name, th in data["theory"].items():
             if "fast_t" in th:
-                ax.plot(th["fast_t"], np.array(th["fast_m"])[:, 0], "k--", label=f"fast ODE (M={M})")
+                ax.plot(th["fast_t"], np.array(th["fast_m"])[:, 0], "k--", label=f"fast ODE ({name})")
                 break
         ax.set(title="untied fast phase", xlabel="t = n eta", ylabel="m1")
         ax.legend(fontsize=7)

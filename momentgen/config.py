@@ -32,7 +32,8 @@ nearest valid key::
     [truncation]
     degree = 8             # truncation degree M                              (required)
     observables = "all"    # list of words in text syntax, or "all"
-    closure = "zero"       # zero (the paper's Π_M)
+    closure = "zero"       # zero (the paper's Π_M) | matrix-model (n×n matrix flow, valid for all t)
+    size = 400             # matrix-model: matrix size n (error O(1/n); estimate from n and n/2)
 
     [integrate]
     T = 0.05               # horizon on the model's time axis (tied t = 4nη/d; untied, direct τ = nη/d)
@@ -74,14 +75,14 @@ _SCHEMA = {
     "loss": {"builtin": None, "expression": None, "activation": "h1", "student": [1], "teacher": [2], "rtol": 1e-8},
     "init": {"kind": "gaussian", "width_ratio": 1.0, "scale": 1.0, "scale_U": 1.0, "scale_V": 1.0, "c": 1.0,
              "path": None, "mean": 0.0},
-    "truncation": {"degree": None, "observables": "all", "closure": "zero"},
+    "truncation": {"degree": None, "observables": "all", "closure": "zero", "size": 400},
     "integrate": {"T": None, "points": 51, "method": "LSODA", "rtol": 1e-8, "atol": 1e-10, "validity_tol": 1e-4,
                   "fast_T": 20.0},
     "sgd": {"d": 200, "lr": 0.016, "batch": 256, "seeds": [0]},
 }  # fmt: skip
 _REQUIRED = {"model": ("kind", "K"), "truncation": ("degree",), "integrate": ("T",)}
 METHODS = ("LSODA", "Radau", "BDF", "DOP853", "RK45")
-CLOSURES = ("zero",)
+CLOSURES = ("zero", "matrix-model")
 
 
 @dataclass(frozen=True)

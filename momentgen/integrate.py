@@ -132,8 +132,9 @@ def _integrate(rhs, y0, grid, edges, options, bound):
             status, message = "left-feasible-set", f"stopped after t = {a:.6g}: {error}"
             break
         nfev += run.nfev
-        good = np.all(np.isfinite(run.y), axis=0)
-        ys.extend(run.y[:, good].T)
+        values = np.asarray(run.y, dtype=float).reshape(len(y0), -1)  # scipy gives [] when no output time was reached
+        good = np.all(np.isfinite(values), axis=0)
+        ys.extend(values[:, good].T)
         if run.status == 1:
             status = "blowup" if run.t_events[0].size else "left-feasible-set"
             t_stop = float(run.t_events[0][0] if run.t_events[0].size else run.t_events[1][0])
