@@ -44,15 +44,16 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
             'sgd': {'batch': 512, 'd': 400, 'lr': 0.01, 'seeds': [0]},
             'truncation': {'closure': 'zero',
                            'degree': 8,
-                           'observables': ['S1 S2', 'S1 S1', 'S1']}},
- 'config_hash': '47caa5e1391202e9998988c482b00e88897e8411347c3f3718dc50fac88acea0',
+                           'observables': ['S1 S2', 'S1 S1', 'S1'],
+                           'size': 400}},
+ 'config_hash': 'caf00e23c1289692a76e6bb7786bf1615877c17200dcb61f23e222038b885258',
  'data_file': 'fig1_tied_softmax.npz',
  'degree': 8}
 
 _STAMP = {'command': 'momentgen generate-truncation '
             'examples/configs/fig1_tied_softmax.toml --degree 8 --out '
             'generated/fig1_tied_softmax.py',
- 'data_sha256': '9760e46081e88b6fb5dbe616d83893f2c41def675375e927f1333ed34aa59e3d',
+ 'data_sha256': '317c0b226ddbd99d51e8a31258490b7951312e9f7fe50aeeeb21e8628537f5f7',
  'momentgen': '0.1.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

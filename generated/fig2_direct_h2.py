@@ -44,15 +44,16 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
             'sgd': {'batch': 512, 'd': 400, 'lr': 0.005, 'seeds': [0]},
             'truncation': {'closure': 'zero',
                            'degree': 2,
-                           'observables': 'all'}},
- 'config_hash': '6c975bbcb046e569db36ad5c25b4637b3d0bb88208214fdbf1691b65f0dfe862',
+                           'observables': 'all',
+                           'size': 400}},
+ 'config_hash': '1fdbe7f5c1f4f8ddd68b86d57cf60df0aa4b9da5c0b0504e7a4337f7fce99858',
  'data_file': 'fig2_direct_h2.npz',
  'degree': 2}
 
 _STAMP = {'command': 'momentgen generate-truncation '
             'examples/configs/fig2_direct_h2.toml --degree 2 --out '
             'generated/fig2_direct_h2.py',
- 'data_sha256': '3f5904752d29ac88f7b87f9d6c6a459bf2ff3ff97f4c931d9c959155d2acbc37',
+ 'data_sha256': '25aed3e7f4434f2906d704eed2ff7de9cc50bf1779a9348a9f056a0cbcc3273e',
  'momentgen': '0.1.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

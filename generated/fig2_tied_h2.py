@@ -44,14 +44,15 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
             'sgd': {'batch': 512, 'd': 400, 'lr': 0.005, 'seeds': [0]},
             'truncation': {'closure': 'zero',
                            'degree': 10,
-                           'observables': ['S1 S2', 'S1 S1', 'S1']}},
- 'config_hash': '4fa3f4e3243fd8714e65134dd6688077a44632d71f80aff4bddc4c6ecedde7b4',
+                           'observables': ['S1 S2', 'S1 S1', 'S1'],
+                           'size': 400}},
+ 'config_hash': 'ae6532c8584a65c8322ffd67da6b7df00d98bcd8b1381cb6affc77e1de0b9a7e',
  'data_file': 'fig2_tied_h2.npz',
  'degree': 10}
 
 _STAMP = {'command': 'momentgen generate-truncation examples/configs/fig2_tied_h2.toml '
             '--degree 10 --out generated/fig2_tied_h2.py',
- 'data_sha256': '1b79db8644b17eca4be760b8d080c1203431df8c1e8276dd68447ad4eeb544a3',
+ 'data_sha256': '32775abd955aed0d52413f0632454573dedc9f6625c46dfbd9bd00b0d24358e8',
  'momentgen': '0.1.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

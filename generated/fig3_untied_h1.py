@@ -44,15 +44,16 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
             'sgd': {'batch': 4096, 'd': 800, 'lr': 0.01, 'seeds': [0]},
             'truncation': {'closure': 'zero',
                            'degree': 4,
-                           'observables': ['M1 M2^T', 'M1 M2']}},
- 'config_hash': 'a9d94cfc632672968cd631c3e7d445bbc213e152131ebd7c228c5e05c16580b5',
+                           'observables': ['M1 M2^T', 'M1 M2'],
+                           'size': 400}},
+ 'config_hash': '9b8672c28d73eab0a5f2c5478dc3289c3b0a0756d8741d1c36e9ef23aaa2375b',
  'data_file': 'fig3_untied_h1.npz',
  'degree': 4}
 
 _STAMP = {'command': 'momentgen generate-truncation '
             'examples/configs/fig3_untied_h1.toml --degree 4 --out '
             'generated/fig3_untied_h1.py',
- 'data_sha256': '5e695d86ae2bea922bfc1cfe8b4746b0785dd10448e8907e56c810d8153a44db',
+ 'data_sha256': 'ab501585bb430303af39797205d282724029fc754293b30b553b14a82f0353d3',
  'momentgen': '0.1.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

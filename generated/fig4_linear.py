@@ -44,14 +44,15 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
             'sgd': {'batch': 512, 'd': 400, 'lr': 0.01, 'seeds': [0]},
             'truncation': {'closure': 'zero',
                            'degree': 8,
-                           'observables': ['S1 S1', 'S1 S2', 'S1']}},
- 'config_hash': 'ac77e559a42156af492cf1f87457344e79b303551282db55f0df88f303dd6aed',
+                           'observables': ['S1 S1', 'S1 S2', 'S1'],
+                           'size': 400}},
+ 'config_hash': '20e7c92e5431cdc64173518a932170e34e578a77702f72f03efa03ea2edddc4d',
  'data_file': 'fig4_linear.npz',
  'degree': 8}
 
 _STAMP = {'command': 'momentgen generate-truncation examples/configs/fig4_linear.toml '
             '--degree 8 --out generated/fig4_linear.py',
- 'data_sha256': 'ba322e240a2029aefdc7edfde529ec073fbd026bf543c6b76393f6ea7bf61e0d',
+ 'data_sha256': 'c6355b84d333d5d85beb5159766d5ee0767d1f5af35ab6f3d9c2dabd2e490c3c',
  'momentgen': '0.1.0'}
 
 _module = _load(__file__, SPEC, _STAMP)
