@@ -457,11 +457,6 @@ class Program:
         w, counts = np.unique(self.lengths, return_counts=True)
         return {int(a): int(b) for a, b in zip(w, counts)}
 
-    @property
-    def observables(self):
-        """State indices of the root words with reason "observable"."""
-        return sorted(i for i, r in self.reason.items() if r in ("observable", "observables = all"))
-
     # ---- evaluating ------------------------------------------------------------------------
     def coefficient_vector(self, values):
         """Coefficient values as an array aligned with `symbols`.

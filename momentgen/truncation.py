@@ -99,12 +99,6 @@ class Truncation:
         return apply_program(p.indptr, self._symbol, self._target, self._weight, self.coefficients(y), y,
                              np.empty(len(y)))  # fmt: skip
 
-    def linear_part(self, y):
-        """The program's matrix at the coefficients of ``y`` (CSR): ``rhs(y) = L(c(y)) y``."""
-        p, n = self.program, len(self.program.packed)
-        c = self.coefficients(y)
-        return scipy.sparse.csr_matrix((c[p.symbol] * self._weight, p.target, p.indptr), shape=(n, n))
-
     def jac(self, t, y):
         """Jacobian (CSR): the linear part plus the dependence of the coefficients on the state.
 
