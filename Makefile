@@ -34,6 +34,7 @@ bench: install
 examples: install
 	$(BIN)/python examples/hierarchy_sizes.py --out out/examples
 	$(BIN)/python examples/fig4_linear.py --out out/examples
+	$(BIN)/python examples/fig2_parameterisation.py --out out/examples --d 100
 
 demo: install
 	$(BIN)/momentgen generate-truncation examples/configs/fig4_linear.toml --out out/demo/fig4_linear.py

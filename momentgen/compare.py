@@ -53,14 +53,12 @@ def _sgd_task(config_raw, source, d, seed):
 
 def _flow_task(config_raw, source, d, seed):
     from .config import parse_config
-    from .initial import sample_factors
     from .potential import Potential
-    from .simulate import _reported, matrix_flow
+    from .simulate import _reported, initial_factors, matrix_flow
 
     config = parse_config(config_raw, source)
     model, integrate = config.model, config.section("integrate")
-    init_seed = int(np.random.SeedSequence(seed).spawn(2)[0].generate_state(1)[0])  # as sgd() draws them
-    factors = sample_factors(model, config.inits(), d, seed=init_seed)
+    factors = initial_factors(model, config.inits(), d, seed)  # the matrices the SGD run of this seed starts from
     potential = Potential(config.loss(), model.kind, C=config.section("model")["C"],
                           rtol=config.section("loss")["rtol"])  # fmt: skip
     means = [config.inits()[k].mean for k in range(1, model.K + 1)] if model.kind == "untied" else None

@@ -29,7 +29,7 @@ from .initial import sample_factors
 from .matrices import letter_matrices, trace_moments
 from .words import canonical, parse
 
-__all__ = ["SimulationResult", "sgd", "matrix_flow", "simulate_config", "steps_for"]
+__all__ = ["SimulationResult", "sgd", "matrix_flow", "simulate_config", "steps_for", "initial_factors"]
 
 
 @dataclass
@@ -46,6 +46,12 @@ class SimulationResult:
     steps: np.ndarray = None
     means: np.ndarray = None
     info: dict = field(default_factory=dict)
+
+
+def initial_factors(model, inits, d, seed):
+    """The finite-d matrices an SGD run with ``seed`` starts from (shared with the matrix flow)."""
+    init_seed = np.random.SeedSequence(seed).spawn(2)[0]
+    return sample_factors(model, inits, d, seed=int(init_seed.generate_state(1)[0]))
 
 
 def steps_for(kind, times, d, lr):
@@ -169,9 +175,9 @@ def sgd(model, loss, inits, *, d, lr, batch, times, words, gamma=0.0, C=None, se
         (in ``info["fast_t"]``, ``info["fast_m"]``).
     """
     texts, codes = _word_codes(model.kind, model.K, words)
-    init_seed, token_seed = np.random.SeedSequence(seed).spawn(2)
     if factors is None:
-        factors = sample_factors(model, inits, d, seed=int(init_seed.generate_state(1)[0]))
+        factors = initial_factors(model, inits, d, seed)
+    token_seed = np.random.SeedSequence(seed).spawn(2)[1]
     run = _SGD(model, loss, C, factors, lr, batch, gamma, np.random.default_rng(token_seed))
     schedule = steps_for(model.kind, times, d, lr)
     fast = [] if fast_times is None else list(np.rint(np.asarray(fast_times, float) / lr).astype(np.int64))
