@@ -21,6 +21,7 @@ from sympy.printing.pycode import PythonCodePrinter
 __all__ = ["cache_dir", "compile_pointwise", "compile_weighted_sum", "write_atomic"]
 
 _PRINTER = PythonCodePrinter({"fully_qualified_modules": True, "standard": "python3"})
+_TEMPLATE_VERSION = "momentgen-kernel-1"  # bump when the generated source changes shape
 
 
 def cache_dir():
@@ -92,25 +93,49 @@ def _pointwise_source(outputs, variables):
     ])  # fmt: skip
 
 
-def compile_pointwise(outputs, variables):
-    """A numba function ``kernel(X) -> [f_1(X[s]), …, f_n(X[s])]`` for each row s (shape (n_points, n))."""
-    return _load_kernel(_pointwise_source(list(outputs), list(variables)))
+def compile_pointwise(outputs, variables, key=None):
+    """A numba function ``kernel(X) -> [f_1(X[s]), …, f_n(X[s])]`` for each row s (shape (n_points, n)).
+
+    ``key``: see `compile_weighted_sum`.
+    """
+    return _cached(key, variables, lambda: _pointwise_source(list(_force(outputs)), list(variables)))
 
 
-def compile_weighted_sum(groups, variables):
+def compile_weighted_sum(groups, variables, key=None):
     """A numba function ``kernel(X, w, g) -> Σ_s w[s] · [f_g1(X[s]), …, f_gn(X[s])]``.
 
     Parameters
     ----------
     groups : list of lists of sympy expressions, each of the same length n; ``g`` selects one
+        (or a zero-argument callable returning them, see ``key``)
     variables : list of sympy symbols, length p; column ``a`` of ``X`` holds ``variables[a]``
+    key : str, optional
+        A text that determines the expressions (e.g. the srepr of the loss they derive
+        from). With a key, a kernel already in the cache is loaded without deriving or
+        printing anything (sympy's common-subexpression elimination is the slow part), and
+        ``groups`` is only called when the kernel must be written.
 
     ``X`` has shape (n_points, p) and ``w`` shape (n_points,), both float64; the result has
     shape (n,). Compile time grows with the size of the expressions (after common
     subexpression elimination), not with the number of points; the first call in a fresh
     cache compiles (seconds), later processes load it.
     """
-    return _load_kernel(_weighted_sum_source([list(g) for g in groups], list(variables)))
+    return _cached(key, variables, lambda: _weighted_sum_source([list(g) for g in _force(groups)], list(variables)))
+
+
+def _force(value):
+    return value() if callable(value) else value
+
+
+def _cached(key, variables, make_source):
+    """Load the kernel for ``key`` from the cache, or write ``make_source()`` and load that."""
+    if key is None:
+        return _load_kernel(make_source())
+    text = f"{_TEMPLATE_VERSION}|{key}|{','.join(v.name for v in variables)}"
+    path = cache_dir() / "kernels" / f"k_{hashlib.sha256(text.encode()).hexdigest()[:20]}.py"
+    if not path.exists():
+        write_atomic(path, make_source())
+    return _import_kernel(path)
 
 
 def _load_kernel(source):
@@ -119,7 +144,11 @@ def _load_kernel(source):
     path = cache_dir() / "kernels" / f"k_{digest}.py"
     if not path.exists() or path.read_text() != source:
         write_atomic(path, source)
-    name = f"momentgen_kernel_{digest}"
+    return _import_kernel(path)
+
+
+def _import_kernel(path):
+    name = f"momentgen_kernel_{path.stem}"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)

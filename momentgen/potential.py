@@ -310,19 +310,24 @@ class _Quadrature:
         v = loss.variables
         self.p = len(v)
         self.groups = _additive_groups(loss.expr)
-        outputs = []
-        for term in self.groups:
-            grad = [sympy.diff(term, x) for x in v]
-            hess = [sympy.diff(grad[a], v[b]) for a in range(self.p) for b in range(a, self.p)]
-            bad = [h for h in hess if h.has(sympy.DiracDelta, sympy.Derivative, sympy.Subs)]
-            if bad:
-                raise UnsupportedLoss(
-                    f"the second derivatives of loss {loss.name!r} are not ordinary functions (e.g. {bad[0]}): "
-                    "Price's theorem needs a loss twice differentiable without Dirac masses; "
-                    "use a smooth activation (softplus, tanh, erf) instead of relu/abs"
-                )
-            outputs.append([term] + grad + hess)
-        self.kernel = compile_weighted_sum(outputs, v)
+
+        def outputs():
+            out = []
+            for term in self.groups:
+                grad = [sympy.diff(term, x) for x in v]
+                hess = [sympy.diff(grad[a], v[b]) for a in range(self.p) for b in range(a, self.p)]
+                bad = [h for h in hess if h.has(sympy.DiracDelta, sympy.Derivative, sympy.Subs)]
+                if bad:
+                    raise UnsupportedLoss(
+                        f"the second derivatives of loss {loss.name!r} are not ordinary functions (e.g. {bad[0]}): "
+                        "Price's theorem needs a loss twice differentiable without Dirac masses; "
+                        "use a smooth activation (softplus, tanh, erf) instead of relu/abs"
+                    )
+                out.append([term] + grad + hess)
+            return out
+
+        self._key = sympy.srepr(self.groups)
+        self.kernel = compile_weighted_sum(outputs, v, key="value-gradient-hessian|" + self._key)
         self.upper = np.triu_indices(self.p)
         self.features = [self._feature_basis(g) for g in range(len(self.groups))]
         self.level = potential.level
@@ -374,15 +379,16 @@ class _Quadrature:
             v = self.potential.loss.variables
             self._combos3 = list(combinations_with_replacement(range(self.p), 3))
             self._combos4 = list(combinations_with_replacement(range(self.p), 4))
-            groups = []
-            for term in self.groups:
-                used = term.free_symbols
-                outputs = []
-                for combo in self._combos3 + self._combos4:
-                    symbols = [v[a] for a in combo]
-                    outputs.append(sympy.diff(term, *symbols) if set(symbols) <= used else sympy.Integer(0))
-                groups.append(outputs)
-            self._jet = compile_weighted_sum(groups, v)
+
+            def groups():
+                out = []
+                for term in self.groups:
+                    used = term.free_symbols
+                    out.append([sympy.diff(term, *[v[a] for a in combo]) if {v[a] for a in combo} <= used
+                                else sympy.Integer(0) for combo in self._combos3 + self._combos4])  # fmt: skip
+                return out
+
+            self._jet = compile_weighted_sum(groups, v, key="third-fourth|" + self._key)
         return self._jet
 
     def second(self, m, Q1, Q2):

@@ -64,7 +64,8 @@ class _LossGradient:
     """∂ℓ/∂G at a batch of pre-activations, compiled once per loss (cached on disk)."""
 
     def __init__(self, loss):
-        self.kernel = compile_pointwise([sympy.diff(loss.expr, v) for v in loss.variables], loss.variables)
+        self.kernel = compile_pointwise(lambda: [sympy.diff(loss.expr, v) for v in loss.variables], loss.variables,
+                                        key="gradient|" + sympy.srepr(loss.expr))  # fmt: skip
         self.shape = (loss.L, loss.L, loss.K)
 
     def __call__(self, G):
