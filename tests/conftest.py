@@ -6,16 +6,10 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
-import momentgen  # noqa: E402
 
 # Deterministic fuzzing: the same examples on every run and in CI.
 settings.register_profile("momentgen", derandomize=True, deadline=None, max_examples=60)
 settings.load_profile("momentgen")
-
-
-@pytest.fixture(autouse=True)
-def _namespace(doctest_namespace):
-    doctest_namespace["mg"] = momentgen
 
 
 @pytest.fixture
