@@ -112,7 +112,7 @@ def _cmd_compare(args):
     dims = [int(x) for x in args.d.split(",")] if args.d else [config.section("sgd")["d"]]
     closures = args.closures.split(",") if args.closures else [config.section("truncation")["closure"]]
     data = compare(config, degrees, dims, _seed_list(config, args.seeds), args.out, scheduler=args.scheduler,
-                   n_jobs=args.jobs, closures=closures)  # fmt: skip
+                   n_jobs=args.jobs, closures=closures, theory_init=args.theory_init)  # fmt: skip
     print(f"{'observable':14s} {'comparison':12s} {'theory':>20s} {'d':>5s} {'sup error':>10s} {'in window':>10s}")
     for row in data["table"]:
         valid = "" if row["sup_error_valid"] is None else f"{row['sup_error_valid']:10.2e}"
@@ -171,6 +171,8 @@ def _parser():
     comparison.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://127.0.0.1:8786")
     comparison.add_argument("--jobs", type=int, help="local worker processes (default 2)")
     comparison.add_argument("--closures", help="comma-separated: zero, matrix-model (default: the config's)")
+    comparison.add_argument("--theory-init", choices=("infinite", "finite"), default="infinite",
+                            help="start the theory from d = ∞ moments or from each d's SGD matrices (seed 0)")
     comparison.set_defaults(run=_cmd_compare)
     return parser
 

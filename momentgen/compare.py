@@ -37,11 +37,16 @@ def run_tasks(tasks, n_jobs=None, scheduler=None):
             return joblib.Parallel()(jobs)
 
 
-def _theory_task(config_raw, source, closure, degree):
+def _theory_task(config_raw, source, closure, degree, d=None, seed=None):
     from .closures import solve_with_closure
     from .config import parse_config
+    from .integrate import solve_config
+    from .simulate import initial_factors
 
-    return solve_with_closure(parse_config(config_raw, source), closure, degree)
+    config = parse_config(config_raw, source)
+    if d is None:
+        return solve_with_closure(config, closure, degree)
+    return solve_config(config, degree, factors=initial_factors(config.model, config.inits(), d, seed))
 
 
 def _sgd_task(config_raw, source, d, seed):
@@ -70,23 +75,33 @@ def _flow_task(config_raw, source, d, seed):
             "seconds": time.perf_counter() - start}  # fmt: skip
 
 
-def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, closures=("zero",)):
+def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, closures=("zero",),
+            theory_init="infinite"):
     """Run theory, SGD and matrix flow; write ``out/compare.json`` and ``out/compare.png``.
 
     ``closures``: "zero" gives one theory curve per degree, "matrix-model" one more (size
-    from ``[truncation] size``). Returns the JSON-ready dict: ``theory`` {label: solve
-    output}, ``sgd`` {d: mean, spread}, ``flow`` {d: series}, ``table``: rows (observable,
-    comparison, theory label, degree, d, sup error over [0, T], sup error on [0, valid_until]).
+    from ``[truncation] size``). ``theory_init``: "infinite" starts the theory from the d = ∞
+    initial moments; "finite" starts each zero-closure degree from the moments of the
+    matrices the first seed's SGD run uses at each d (MATH.md §7), one curve per (M, d).
+    Returns the JSON-ready dict: ``theory`` {label: solve output}, ``sgd`` {d: mean,
+    spread}, ``flow`` {d: series}, ``table``: rows (observable, comparison, theory label,
+    degree, d, sup error over [0, T], sup error on [0, valid_until]).
     """
     raw, source = config.raw, config.source
     unknown = sorted(set(closures) - {"zero", "matrix-model"})
-    if unknown:
-        raise ValueError(f"unknown closures {unknown}: choose from zero, matrix-model")
-    specs = [("zero", M) for M in degrees] if "zero" in closures else []
-    specs += [("matrix-model", None)] if "matrix-model" in closures else []
-    labels = [f"M={M}" if M is not None else f"matrix-model n={config.section('truncation')['size']}"
-              for _, M in specs]  # fmt: skip
-    tasks = [(_theory_task, (raw, source, closure, M)) for closure, M in specs]
+    if unknown or theory_init not in ("infinite", "finite"):
+        raise ValueError(f"closures must be among zero, matrix-model (got {unknown}); "
+                         f"theory_init must be 'infinite' or 'finite' (got {theory_init!r})")  # fmt: skip
+    if "zero" not in closures:
+        specs = []
+    elif theory_init == "finite":
+        specs = [("zero", M, d) for M in degrees for d in dims]
+    else:
+        specs = [("zero", M, None) for M in degrees]
+    specs += [("matrix-model", None, None)] if "matrix-model" in closures else []
+    labels = [f"M={M}" + (f" from d={d}" if d else "") if M is not None
+              else f"matrix-model n={config.section('truncation')['size']}" for _, M, d in specs]  # fmt: skip
+    tasks = [(_theory_task, (raw, source, closure, M, d, seeds[0])) for closure, M, d in specs]
     tasks += [(_sgd_task, (raw, source, d, s)) for d in dims for s in seeds]
     tasks += [(_flow_task, (raw, source, d, seeds[0])) for d in dims]
     start = time.perf_counter()
@@ -107,6 +122,7 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
              if all(w in s["mean"] for s in sgd.values()) and _moves(config.model, w)]  # fmt: skip
     table = _table(theory, sgd, flows, words)
     data = {"model": config.model.kind, "time_scale": config.model.time_scale, "theory_labels": labels,
+            "theory_init": theory_init,
             "d": list(dims), "seeds": list(seeds), "observables": words, "theory": theory, "sgd": sgd,
             "flow": flows, "table": table, "seconds": time.perf_counter() - start,
             "config_hash": config.digest, "lr": config.section("sgd")["lr"],

@@ -171,16 +171,27 @@ def validity_horizon(fine, coarse, words, tol, closed=False):
     return float(min(horizon, fine.t_stop, coarse.t_stop))
 
 
-def solve_config(config, degree=None):
-    """Solve a configuration at degree M and M − 2; JSON-ready dict (the ``solve`` command's output)."""
+def solve_config(config, degree=None, factors=None):
+    """Solve a configuration at degree M and M − 2; JSON-ready dict (the ``solve`` command's output).
+
+    ``factors``: finite-d matrices to take the initial moments from (MATH.md §7: to compare
+    with one finite-d run, start the theory from its actual matrices); default: the d = ∞
+    values of the configured initialisation.
+    """
+    from .hierarchy import build
+    from .initial import empirical_moments
     from .truncation import from_config
 
     integrate = config.section("integrate")
     M = config.section("truncation")["degree"] if degree is None else degree
     runs, closed, potential = {}, None, None
     for m in sorted({M, M - 2} - {0, 1}):
-        truncation, y0 = from_config(config, m, potential=potential)
+        program = build(config.model, m, config.section("truncation")["observables"])
+        initial = None if factors is None else empirical_moments(config.model, factors, program.word_codes)
+        truncation, y0 = from_config(config, m, program=program, initial=initial, potential=potential)
         potential = truncation.potential  # one compiled integrand and calibrated rule for both degrees
+        if factors is not None and config.model.kind == "untied":
+            truncation.m = np.array([np.sum(U * V) / np.sqrt(len(U)) for U, V in factors])
         extra = {}
         if config.model.kind == "untied":
             times, means = truncation.fast_phase(y0, integrate["fast_T"])

@@ -141,3 +141,16 @@ def test_direct_h2_is_a_saddle_whose_escape_time_grows_like_log_d():
     slope = np.polyfit(np.log(dims), times, 1)[0]
     assert 1 / 16 < slope < 1 / 4, (times, slope)
     assert direct_escape_time(100)[1][0] == 0.0  # the d = ∞ overlap is exactly 0
+
+
+def test_theory_can_start_from_the_sgd_matrices(tmp_path):
+    """theory_init = "finite": each degree starts from the moments of the matrices that seed 0's
+    SGD run (and the matrix flow) use at that d, so at t = 0 theory and flow agree exactly."""
+    from momentgen.compare import compare
+
+    data = compare(parse_config(SMALL), degrees=[6], dims=[30], seeds=[0], out=tmp_path, n_jobs=1,
+                   theory_init="finite")  # fmt: skip
+    theory, flow = data["theory"]["M=6 from d=30"], data["flow"][30]
+    for word in data["observables"]:
+        assert theory["series"][word][0] == pytest.approx(flow["series"][word][0], abs=1e-12)
+    assert data["theory_init"] == "finite"
