@@ -35,6 +35,7 @@ examples: install
 	$(BIN)/python examples/hierarchy_sizes.py --out out/examples
 	$(BIN)/python examples/fig4_linear.py --out out/examples
 	$(BIN)/python examples/fig2_parameterisation.py --out out/examples --d 100
+	$(BIN)/python examples/fig1_softmax.py --out out/examples/fig1 --d 400 --seeds 2
 
 demo: install
 	$(BIN)/momentgen generate-truncation examples/configs/fig4_linear.toml --out out/demo/fig4_linear.py
