@@ -10,9 +10,7 @@ degrees (memory should be linear in nnz).
 Run: ``make bench`` (or ``python benchmarks/bench_hierarchy.py``).
 """
 
-import os
-
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import common  # noqa: F401,I001  (one BLAS thread before numpy loads)
 
 import time  # noqa: E402
 import tracemalloc  # noqa: E402

@@ -10,9 +10,7 @@ evaluations for the 3 independent entries of q). Both are compared with a very f
 Run: ``make bench`` (or ``python benchmarks/bench_potential.py``).
 """
 
-import os
-
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+from common import best  # noqa: I001  (sets one BLAS thread before numpy loads)
 
 import time  # noqa: E402
 
@@ -26,13 +24,6 @@ BUDGET_MS = 5.0
 Q = np.array([[1.2, 0.4], [0.4, 0.9]])
 
 
-def best_time(function, repeat=30):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = function()
-        times.append(time.perf_counter() - start)
-    return result, min(times)
 
 
 class GaussHermite17:
@@ -70,12 +61,12 @@ def main():
     potential = Potential(loss, "tied", rtol=1e-6)
     potential.evaluate(q=Q)
     setup = time.perf_counter() - start
-    value, seconds = best_time(lambda: potential.evaluate(q=Q))
+    value, seconds = potential.evaluate(q=Q), best(lambda: potential.evaluate(q=Q), repeat=30)
     reference = Potential(loss, "tied", level=45).evaluate(q=Q)
     Gamma, Gamma_ref = value.dQ1 + value.dQ2, reference.dQ1 + reference.dQ2
 
     baseline = GaussHermite17(potential)
-    (phi_b, grads_b), seconds_b = best_time(lambda: baseline.gradients(Q), repeat=3)
+    (phi_b, grads_b), seconds_b = baseline.gradients(Q), best(lambda: baseline.gradients(Q), repeat=3)
     Gamma_b = np.array([[grads_b[0, 0], grads_b[0, 1]], [grads_b[0, 1], grads_b[1, 1]]])
 
     def rel(a, b):

@@ -9,9 +9,7 @@
 Run: ``make bench`` (or ``python benchmarks/bench_sgd.py``).
 """
 
-import os
-
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+from common import best  # noqa: I001  (sets one BLAS thread before numpy loads)
 
 import pathlib  # noqa: E402
 import time  # noqa: E402
@@ -25,14 +23,6 @@ from momentgen.simulate import _SGD, simulate_config  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-
-def best(function, repeat=15):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def step_vs_gemm():

@@ -9,11 +9,10 @@
 Run: ``make bench`` (or ``python benchmarks/bench_truncation.py``).
 """
 
-import os
-
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+from common import best  # noqa: I001  (sets one BLAS thread before numpy loads)
 
 import copy  # noqa: E402
+import os  # noqa: E402
 import pathlib  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -31,14 +30,6 @@ from momentgen.integrate import solve_config  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-
-def best(function, repeat=20):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def kernel_vs_csr():
