@@ -58,10 +58,14 @@ _STAMP = {'command': 'momentgen generate-truncation '
 
 _module = _load(__file__, SPEC, _STAMP)
 truncation = _module.truncation
-WORDS = _module.words
-OBSERVABLES = _module.observables
 TIME_SCALE = _module.time_scale
 rhs = _module.rhs
 jac = _module.jac
 initial_state = _module.initial_state
 index = _module.index
+
+
+def __getattr__(name):  # WORDS and OBSERVABLES are built on first use: texts of 10⁵ words take a while
+    if name in ("WORDS", "OBSERVABLES"):
+        return getattr(_module, name.lower())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

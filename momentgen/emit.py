@@ -36,6 +36,7 @@ from .codegen import write_atomic
 from .config import parse_config
 from .errors import MomentgenError
 from .hierarchy import Program, build
+from .words import canonical
 from .truncation import from_config
 
 __all__ = ["StaleModuleError", "write_module", "load"]
@@ -59,13 +60,17 @@ _STAMP = {stamp}
 
 _module = _load(__file__, SPEC, _STAMP)
 truncation = _module.truncation
-WORDS = _module.words
-OBSERVABLES = _module.observables
 TIME_SCALE = _module.time_scale
 rhs = _module.rhs
 jac = _module.jac
 initial_state = _module.initial_state
 index = _module.index
+
+
+def __getattr__(name):  # WORDS and OBSERVABLES are built on first use: texts of 10⁵ words take a while
+    if name in ("WORDS", "OBSERVABLES"):
+        return getattr(_module, name.lower())
+    raise AttributeError(f"module {{__name__!r}} has no attribute {{name!r}}")
 '''
 
 
@@ -122,12 +127,20 @@ def _npz_bytes(arrays):
 class _Loaded:
     def __init__(self, truncation, y0, observables):
         self.truncation = truncation
-        self.words = list(truncation.program.words)
-        self.observables = observables
+        self._observables = observables
         self.time_scale = truncation.model.time_scale
         self.rhs, self.jac = truncation.rhs, truncation.jac
         self._y0 = y0
         self.index = truncation.program.index
+
+    @property
+    def words(self):
+        return self.truncation.program.words
+
+    @property
+    def observables(self):
+        program, obs = self.truncation.program, self._observables
+        return list(program.words) if obs == "all" else [canonical(w, program.model.kind) for w in obs]
 
     def initial_state(self):
         return self._y0.copy()
@@ -153,6 +166,4 @@ def load(module_file, spec, stamp):
         program = Program.from_arrays(config.model, spec["degree"], arrays)
         y0 = arrays["initial_state"].copy()
     truncation, _ = from_config(config, spec["degree"], program=program, initial=y0)
-    obs = config.section("truncation")["observables"]
-    observables = list(program.words) if obs == "all" else [program.words[program.index(w)] for w in obs]
-    return _Loaded(truncation, y0, observables)
+    return _Loaded(truncation, y0, config.section("truncation")["observables"])

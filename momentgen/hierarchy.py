@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse
 
 from .errors import ModelError, WordError
-from .words import Alphabet, check_model, format_word, parse
+from .words import Alphabet, check_model, parse
 
 __all__ = ["Model", "Coefficient", "Program", "build", "TIME_SCALES"]
 
@@ -436,17 +436,18 @@ class Program:
         names = self.model.alphabet.names
         return [" ".join(names[c] for c in codes) for codes in self.dropped_word_codes]
 
-    @cached_property
-    def _index(self):
-        return {word: i for i, word in enumerate(self.words)}
-
     def index(self, word):
-        """State index of a word (any representative of its class, text syntax)."""
+        """State index of a word (any representative of its class, text syntax); O(w + log n)."""
+        a = self.model.alphabet
         codes = parse(word, self.model.kind, self.model.K)
-        key = format_word(_canonical_tuple(self.model.alphabet, codes), self.model.kind)
-        if key not in self._index:
-            raise WordError(f"{word!r} (canonical {key!r}) is not a state word of this truncation; add it to the observables")
-        return self._index[key]
+        w = len(codes)
+        key = a.canonicalize(a.pack(np.array([codes])), w)[0]
+        lo, hi = np.searchsorted(self.lengths, [w, w + 1])
+        j = lo + int(np.searchsorted(self.packed[lo:hi], key))
+        if j < hi and self.packed[j] == key:
+            return int(j)
+        text = " ".join(a.names[c] for c in a.unpack(np.array([key]), w)[0])
+        raise WordError(f"{word!r} (canonical {text!r}) is not a state word of this truncation; add it to the observables")
 
     @property
     def nnz(self):
@@ -590,8 +591,3 @@ def _unpack_all(alphabet, lengths, packed):
         for i, row in zip(at, alphabet.unpack(packed[at], w)):
             out[i] = tuple(int(c) for c in row)
     return out
-
-
-def _canonical_tuple(alphabet, codes):
-    packed = alphabet.pack(np.array([codes]))
-    return tuple(alphabet.unpack(alphabet.canonicalize(packed, len(codes)), len(codes))[0])
