@@ -107,6 +107,8 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
     start = time.perf_counter()
     results = run_tasks(tasks, n_jobs=n_jobs, scheduler=scheduler)
     theory = dict(zip(labels, results[: len(specs)]))
+    for label, (_, _, d) in zip(labels, specs):
+        theory[label]["start_d"] = d  # None: started from the d = ∞ moments
     sgd_runs = results[len(specs) : len(specs) + len(dims) * len(seeds)]
     flows = dict(zip(dims, results[len(specs) + len(dims) * len(seeds) :]))
     sgd = {}
@@ -160,6 +162,8 @@ def _table(theory, sgd, flows, words):
     for w in words:
         for name, th in theory.items():
             for d in sgd:
+                if th["start_d"] not in (None, d):  # a theory started from d's matrices is compared at that d
+                    continue
                 for label, ref in (("theory-sgd", sgd[d]["mean"][w]), ("theory-flow", flows[d]["series"][w])):
                     rows.append({"observable": w, "comparison": label, "theory": name, "degree": th["degree"], "d": d,
                                  "sup_error": _sup(th["series"][w], ref, th["t"]),
