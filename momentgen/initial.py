@@ -158,8 +158,7 @@ def sample_factors(model, specs, d, seed):
             continue
         width = max(1, int(round(spec.width_ratio * d)))
         if spec.kind == "identity":
-            root = np.sqrt(spec.c) * np.eye(d)
-            factors.append(spec.c * np.eye(d) if model.kind == "direct" else (root, root) if model.kind == "untied" else root)
+            factors.append(_identity_factor(model.kind, spec.c, d))
         elif model.kind == "tied":
             factors.append(rng.standard_normal((d, width)) * spec.scale / np.sqrt(d))
         elif model.kind == "untied":
@@ -168,6 +167,12 @@ def sample_factors(model, specs, d, seed):
         else:
             factors.append(rng.standard_normal((d, d)) * spec.scale / np.sqrt(d))
     return factors
+
+
+def _identity_factor(kind, c, d):
+    """Factors of the letter c·I: direct S = cI; tied W = √c I; untied U = V = √c I."""
+    root = np.sqrt(c) * np.eye(d)
+    return c * np.eye(d) if kind == "direct" else (root, root) if kind == "untied" else root
 
 
 def load_factors(model, path, d=None):
@@ -256,8 +261,7 @@ def law_factors(model, specs, n, seed=0):
         if spec.kind == "from-file":
             raise ModelError("the matrix-model closure needs gaussian or identity inits (files give their own matrices)")
         if spec.kind == "identity":
-            root = np.sqrt(spec.c) * np.eye(n)
-            factors.append(spec.c * np.eye(n) if model.kind == "direct" else (root, root) if model.kind == "untied" else root)
+            factors.append(_identity_factor(model.kind, spec.c, n))
             continue
         width = n if model.kind == "direct" else max(1, int(round(spec.width_ratio * n)))
         if model.kind == "untied":
