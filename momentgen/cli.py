@@ -151,7 +151,7 @@ def _parser():
     solve.add_argument("config", help="TOML configuration file")
     solve.add_argument("--json", required=True, help="output JSON path")
     solve.add_argument("--degree", type=int, help="override [truncation] degree")
-    solve.add_argument("--closure", help="zero | matrix-model (default: [truncation] closure)")
+    solve.add_argument("--closure", help="zero | quadrature | matrix-model (default: [truncation] closure)")
     solve.add_argument("--size", type=int, help="matrix-model size n (default: [truncation] size)")
     solve.set_defaults(run=_cmd_solve)
 
@@ -170,7 +170,7 @@ def _parser():
     comparison.add_argument("--out", default="out/compare", help="output directory")
     comparison.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://127.0.0.1:8786")
     comparison.add_argument("--jobs", type=int, help="local worker processes (default 2)")
-    comparison.add_argument("--closures", help="comma-separated: zero, matrix-model (default: the config's)")
+    comparison.add_argument("--closures", help="comma-separated: zero, quadrature, matrix-model (default: the config's)")
     comparison.add_argument("--theory-init", choices=("infinite", "finite"), default="infinite",
                             help="start the theory from d = ∞ moments or from each d's SGD matrices (seed 0)")
     comparison.set_defaults(run=_cmd_compare)

@@ -7,8 +7,8 @@ axis with an honest validity horizon and error estimate. Contract of a closure c
 2. ``solve(config, degree=None, size=None)`` returns the JSON-ready dict of the ``solve``
    command: ``t``, ``series`` (canonical word → values), ``derived``, ``status``,
    ``valid_until``, ``message``, plus ``closure`` and ``error_estimate``;
-3. the estimate compares two resolutions of the same closure (degrees M and M − 2; sizes n
-   and n/2).
+3. the estimate compares two resolutions of the same closure (zero: degrees M and M − 2;
+   quadrature: orders n and n − 1; matrix model: sizes n and n/2).
 
 * ``zero`` — the paper's Π_M: words beyond degree M are 0. Exactly the Taylor polynomial in
   time when the coefficients are constant, so valid only inside a short window.
@@ -16,6 +16,10 @@ axis with an honest validity horizon and error estimate. Contract of a closure c
   deterministic matrices that follow the d = ∞ initial law (`momentgen.initial.law_factors`:
   spectra at quantiles, Haar rotations between free indices), coefficients from the
   matrices' own moments. A realisable state, so it cannot blow up; error O(1/n).
+* ``quadrature`` — the non-commutative QMOM: the truncated GNS representation of the initial
+  moments (`momentgen.representation`, exact to degree M) evolved by the same flow, words
+  read from its state vector. Also realisable (it cannot blow up); for one trainable letter
+  and a scalar teacher it is Gauss quadrature on the spectrum, nodes moving with the flow.
 """
 
 import time
@@ -24,7 +28,7 @@ import numpy as np
 
 from .errors import ModelError
 
-__all__ = ["Closure", "ZeroClosure", "MatrixModelClosure", "CLOSURES", "solve_with_closure"]
+__all__ = ["Closure", "ZeroClosure", "QuadratureClosure", "MatrixModelClosure", "CLOSURES", "solve_with_closure"]
 
 
 class Closure:
@@ -47,41 +51,113 @@ class ZeroClosure(Closure):
         return out
 
 
-class MatrixModelClosure(Closure):
-    name = "matrix-model"
+class _FlowClosure(Closure):
+    """A closure that evolves a realisable matrix state by the flow at two resolutions.
+
+    Subclasses give ``resolutions(config, degree, size)`` → (fine, coarse) and
+    ``run(config, resolution, potential, times, words, means)`` → `SimulationResult`.
+    The estimate is the fine–coarse difference, relative to max(1, |μ|) like the zero
+    closure's; ``valid_until`` is the first time it exceeds ``[integrate] validity_tol``.
+    """
 
     def solve(self, config, degree=None, size=None):
         from .integrate import SolveResult, _to_json
-        from .initial import law_factors
         from .potential import Potential
-        from .simulate import _reported, matrix_flow
+        from .simulate import _reported
 
         model, integrate = config.model, config.section("integrate")
-        n = size or config.section("truncation")["size"]
         potential = Potential(config.loss(), model.kind, C=config.section("model")["C"],
                               rtol=config.section("loss")["rtol"])  # fmt: skip
         inits = config.inits()
         means = [inits[k].mean for k in range(1, model.K + 1)] if model.kind == "untied" else None
         times = np.linspace(0.0, integrate["T"], integrate["points"])
         words = _reported(config)
-        start, runs = time.perf_counter(), {}
-        for size_ in (n, max(2, n // 2)):
-            factors = law_factors(model, inits, size_, seed=0)
-            runs[size_] = matrix_flow(model, potential, factors, times=times, words=words,
-                                      gamma=config.section("model")["gamma"], means=means)  # fmt: skip
-        fine, coarse = runs[n], runs[max(2, n // 2)]
-        estimate = max(float(np.max(np.abs(fine.series[w] - coarse.series[w]))) for w in words)
+        fine_size, coarse_size = self.resolutions(config, degree, size)
+        start = time.perf_counter()
+        fine, coarse = (self.run(config, r, potential, times, words, means) for r in (fine_size, coarse_size))
+        difference = np.max([np.abs(fine.series[w] - coarse.series[w]) / np.maximum(1.0, np.abs(fine.series[w]))
+                             for w in words], axis=0)  # fmt: skip
+        bad = np.flatnonzero(difference > integrate["validity_tol"])
         y = np.array([fine.series[w] for w in words]).T
-        result = SolveResult(fine.t, y, words, "ok", f"matrix model of size {n} (estimate from n and n/2)",
-                             float(fine.t[-1]), model.time_scale, None, "DOP853", fine.info.get("nfev", 0),
+        result = SolveResult(fine.t, y, words, "ok", self.describe(fine_size, coarse_size), float(fine.t[-1]),
+                             model.time_scale, degree, "DOP853", fine.info.get("nfev", 0),
                              time.perf_counter() - start)  # fmt: skip
-        result.valid_until = float(fine.t[-1])
+        result.valid_until = float(fine.t[bad[0] - 1] if bad.size else fine.t[-1])
         out = _to_json(result, words, config)
-        out.update(closure=self.name, size=n, error_estimate=estimate)
+        out.update(closure=self.name, size=fine_size, error_estimate=float(difference.max()),
+                   error_series={"estimate": difference.tolist(), **fine.info.get("error_series", {})})  # fmt: skip
         return out
 
 
-CLOSURES = {cls.name: cls for cls in (ZeroClosure, MatrixModelClosure)}
+class MatrixModelClosure(_FlowClosure):
+    name = "matrix-model"
+
+    def resolutions(self, config, degree, size):
+        n = size or config.section("truncation")["size"]
+        return n, max(2, n // 2)
+
+    def describe(self, fine, coarse):
+        return f"matrix model of size {fine} (estimate from n = {fine} and {coarse})"
+
+    def run(self, config, size, potential, times, words, means):
+        from .initial import law_factors
+        from .simulate import matrix_flow
+
+        factors = law_factors(config.model, config.inits(), size, seed=0)
+        return matrix_flow(config.model, potential, factors, times=times, words=words,
+                           gamma=config.section("model")["gamma"], means=means)  # fmt: skip
+
+
+class QuadratureClosure(_FlowClosure):
+    """Truncated GNS representation of order n = ⌊(M − 1)/2⌋ (exact to degree M at t = 0).
+
+    Also reports ``error_series["traciality_defect"]``: max over letter pairs of
+    ``|⟨e₀, X X Y e₀⟩ − ⟨e₀, X Y X e₀⟩|`` for X a trainable letter — zero for a tracial state,
+    free to compute, and it tracks the error once the representation is strained.
+    """
+
+    name = "quadrature"
+
+    def resolutions(self, config, degree, size):
+        M = degree or config.section("truncation")["degree"]
+        n = (M - 1) // 2
+        if n < 1:
+            raise ModelError(f"the quadrature closure needs degree M ≥ 3 (order n = ⌊(M − 1)/2⌋ ≥ 1), got M = {M}")
+        return n, n - 1
+
+    def describe(self, fine, coarse):
+        return f"quadrature closure of order n = {fine} (estimate from n = {fine} and {coarse})"
+
+    def solve(self, config, degree=None, size=None):
+        if config.model.kind == "direct":
+            out = ZeroClosure().solve(config, degree)
+            out["message"] = "the direct model's hierarchy is closed: solved exactly (no closure needed)"
+            return out
+        return super().solve(config, degree, size)
+
+    def run(self, config, n, potential, times, words, means):
+        from .representation import initial_representation, letter_parts
+        from .simulate import matrix_flow
+
+        model = config.model
+        representation = initial_representation(model, config.inits(), n)
+        pairs = traciality_pairs(model)
+        probes = [w for x, y in pairs for w in ((x, x, y), (x, y, x))]
+        run = matrix_flow(model, potential, letter_parts(model.kind, representation), times=times, words=words,
+                          gamma=config.section("model")["gamma"], means=means, letters=True, probes=probes)  # fmt: skip
+        values = run.info.pop("probes")
+        run.info["error_series"] = {"traciality_defect": np.abs(values[:, 0::2] - values[:, 1::2]).max(axis=1).tolist()}
+        return run
+
+
+def traciality_pairs(model):
+    """Letter pairs (X, Y) whose defect ⟨XXY⟩ − ⟨XYX⟩ is watched: X trainable, Y any other letter."""
+    a = model.alphabet
+    trainable = [c for c in range(a.size) if a.index(c) in model.trainable and a.transpose[c] >= c]
+    return [(x, y) for x in trainable for y in range(a.size) if y != x]
+
+
+CLOSURES = {cls.name: cls for cls in (ZeroClosure, QuadratureClosure, MatrixModelClosure)}
 
 
 def solve_with_closure(config, closure=None, degree=None, size=None):

@@ -79,18 +79,21 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
             theory_init="infinite"):
     """Run theory, SGD and matrix flow; write ``out/compare.json`` and ``out/compare.png``.
 
-    ``closures``: "zero" gives one theory curve per degree, "matrix-model" one more (size
-    from ``[truncation] size``). ``theory_init``: "infinite" starts the theory from the d = ∞
+    ``closures``: "zero" gives one theory curve per degree, "quadrature" one more (order
+    from ``[truncation] degree``), "matrix-model" one more (size from ``[truncation] size``);
+    the last two are drawn with their error-estimate bands. ``theory_init``: "infinite" starts the theory from the d = ∞
     initial moments; "finite" starts each zero-closure degree from the moments of the
     matrices the first seed's SGD run uses at each d (MATH.md §7), one curve per (M, d).
     Returns the JSON-ready dict: ``theory`` {label: solve output}, ``sgd`` {d: mean,
     spread}, ``flow`` {d: series}, ``table``: rows (observable, comparison, theory label,
     degree, d, sup error over [0, T], sup error on [0, valid_until]).
     """
+    from .closures import CLOSURES
+
     raw, source = config.raw, config.source
-    unknown = sorted(set(closures) - {"zero", "matrix-model"})
+    unknown = sorted(set(closures) - set(CLOSURES))
     if unknown or theory_init not in ("infinite", "finite"):
-        raise ValueError(f"closures must be among zero, matrix-model (got {unknown}); "
+        raise ValueError(f"closures must be among {', '.join(CLOSURES)} (got {unknown}); "
                          f"theory_init must be 'infinite' or 'finite' (got {theory_init!r})")  # fmt: skip
     if "zero" not in closures:
         specs = []
@@ -98,9 +101,8 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
         specs = [("zero", M, d) for M in degrees for d in dims]
     else:
         specs = [("zero", M, None) for M in degrees]
-    specs += [("matrix-model", None, None)] if "matrix-model" in closures else []
-    labels = [f"M={M}" + (f" from d={d}" if d else "") if M is not None
-              else f"matrix-model n={config.section('truncation')['size']}" for _, M, d in specs]  # fmt: skip
+    specs += [(name, None, None) for name in CLOSURES if name != "zero" and name in closures]
+    labels = [_theory_label(config, closure, M, d) for closure, M, d in specs]
     tasks = [(_theory_task, (raw, source, closure, M, d, seeds[0])) for closure, M, d in specs]
     tasks += [(_sgd_task, (raw, source, d, s)) for d in dims for s in seeds]
     tasks += [(_flow_task, (raw, source, d, seeds[0])) for d in dims]
@@ -134,6 +136,15 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
     (out / "compare.json").write_text(json.dumps(data, default=_plain))
     _figure(data, out / "compare.png")
     return data
+
+
+def _theory_label(config, closure, degree, d):
+    truncation = config.section("truncation")
+    if closure == "zero":
+        return f"M={degree}" + (f" from d={d}" if d else "")
+    if closure == "quadrature":
+        return f"quadrature n={(truncation['degree'] - 1) // 2}"
+    return f"matrix-model n={truncation['size']}"
 
 
 def _moves(model, word):
@@ -192,6 +203,9 @@ def _figure(data, path):
             inside = t <= th["valid_until"] + 1e-12
             (line,) = ax.plot(t[inside], y[inside], lw=1.5, label=f"theory {name} ({th['status']})")
             ax.plot(t[~inside], y[~inside], ls=":", color=line.get_color(), lw=1)
+            if "error_series" in th:  # the closure's own estimate (two resolutions) as a band
+                band = np.array(th["error_series"]["estimate"]) * np.maximum(1.0, np.abs(y))
+                ax.fill_between(t, y - band, y + band, color=line.get_color(), alpha=0.2, lw=0)
         for d, run in data["sgd"].items():
             t, mean, spread = np.array(run["t"]), np.array(run["mean"][w]), np.array(run["spread"][w])
             ax.fill_between(t, mean - spread, mean + spread, alpha=0.25)

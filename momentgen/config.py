@@ -30,9 +30,10 @@ nearest valid key::
     mean = 0.0             # untied: initial pre-activation mean m_k = Tr(M_k)/√d
 
     [truncation]
-    degree = 8             # truncation degree M                              (required)
+    degree = 8             # truncation degree M (quadrature: exact to degree M, order n = ⌊(M−1)/2⌋) (required)
     observables = "all"    # list of words in text syntax, or "all"
-    closure = "zero"       # zero (the paper's Π_M) | matrix-model (n×n matrix flow, valid for all t)
+    closure = "zero"       # zero (the paper's Π_M, short window) | quadrature (truncated GNS
+                           # representation, valid for all t) | matrix-model (n×n matrix flow)
     size = 400             # matrix-model: matrix size n (error O(1/n); estimate from n and n/2)
 
     [integrate]
@@ -82,7 +83,7 @@ _SCHEMA = {
 }  # fmt: skip
 _REQUIRED = {"model": ("kind", "K"), "truncation": ("degree",), "integrate": ("T",)}
 METHODS = ("LSODA", "Radau", "BDF", "DOP853", "RK45")
-CLOSURES = ("zero", "matrix-model")
+CLOSURES = ("zero", "quadrature", "matrix-model")
 
 
 @dataclass(frozen=True)

@@ -208,25 +208,40 @@ def sgd(model, loss, inits, *, d, lr, batch, times, words, gamma=0.0, C=None, se
                             np.array(means) if model.kind == "untied" else None, info)  # fmt: skip
 
 
-def matrix_flow(model, potential, factors, *, times, words, gamma=0.0, rtol=1e-9, atol=1e-11, means=None):
+def matrix_flow(model, potential, factors, *, times, words, gamma=0.0, rtol=1e-9, atol=1e-11, means=None,
+                letters=False, probes=()):
     """Integrate the population gradient flow of finite-d factors; measure ``words`` at ``times``.
 
     The coefficients come from Φ at the matrices' own order parameters (untied: with the
     slaved mean m*(q) and the trace-conserving β′ of MATH.md §4). Deterministic and free
     of truncation: the finite-d reference between SGD and the hierarchy.
+
+    ``letters=True``: ``factors`` are instead the letter parts of a truncated GNS
+    representation (layout of `momentgen.flow.letters_of_parts`), moved by
+    `momentgen.flow.letter_flow` and read through its state vector
+    (`momentgen.representation.vector_moments`) — the quadrature closure (MATH.md §8).
+    ``probes``: code tuples measured as they are (not canonicalised; for a state that is not
+    tracial their rotations differ), returned as ``info["probes"]`` of shape (times, probes).
     """
     from scipy.integrate import solve_ivp
 
+    from .flow import letter_flow, letters_of_parts
     from .hierarchy import build
+    from .representation import vector_moments
     from .truncation import Truncation
 
     kind, K = model.kind, model.K
+    if letters:
+        letters_of, moments_of, velocities_of = letters_of_parts, vector_moments, letter_flow
+    else:
+        letters_of, moments_of, velocities_of = letter_matrices, trace_moments, factor_velocities
     program = build(model, 2, [])  # the order parameters and β's words
     truncation = Truncation(program, potential, gamma, means=means)
     texts, codes = _word_codes(kind, K, words)
     trainable = [k - 1 for k in model.trainable]
-    factors = [tuple(np.array(f) for f in x) if isinstance(x, tuple) else np.array(x) for x in factors]
-    shapes = [[f.shape for f in (x if isinstance(x, tuple) else (x,))] for x in factors]
+    grouped = kind == "untied"
+    factors = [tuple(np.array(f) for f in x) if grouped else np.array(x) for x in factors]
+    shapes = [[f.shape for f in (x if grouped else (x,))] for x in factors]
 
     def unpack(vector):
         out, offset = list(factors), 0
@@ -236,30 +251,32 @@ def matrix_flow(model, potential, factors, *, times, words, gamma=0.0, rtol=1e-9
                 size = shape[0] * shape[1]
                 parts.append(vector[offset : offset + size].reshape(shape))
                 offset += size
-            out[k] = tuple(parts) if kind == "untied" else parts[0]
+            out[k] = tuple(parts) if grouped else parts[0]
         return out
 
     def pack(items):
-        return np.concatenate([np.ravel(p) for k in trainable for p in (items[k] if kind == "untied" else (items[k],))])
+        return np.concatenate([np.ravel(p) for k in trainable for p in (items[k] if grouped else (items[k],))])
 
     def velocity(t, vector):
         current = unpack(vector)
-        mu = trace_moments(program.word_codes, letter_matrices(kind, current))
+        mu = moments_of(program.word_codes, letters_of(kind, current))
         coefficients = dict(zip((s.name for s in program.symbols), truncation.coefficients(mu)))
         if kind == "untied":  # finite d: β′ keeps μ(M_k) constant also with weight decay
             for k in model.trainable:
                 D = mu[program.index(f"A{k}")] + mu[program.index(f"B{k}")]
                 coefficients[f"beta[{k}]"] -= 2 * gamma * mu[program.index(f"M{k}")] / D
-        return pack(factor_velocities(model, current, coefficients))
+        return pack(velocities_of(model, current, coefficients))
 
     times = np.asarray(times, dtype=float)
     run = solve_ivp(velocity, (times[0], times[-1]), pack(factors), t_eval=times, method="DOP853", rtol=rtol, atol=atol)
     if not run.success:
         raise RuntimeError(f"matrix flow failed: {run.message}")
-    values = np.array([_measure(kind, unpack(run.y[:, i]), codes) for i in range(len(run.t))])
+    values = np.array([moments_of(codes + list(probes), letters_of(kind, unpack(run.y[:, i])))
+                       for i in range(len(run.t))])  # fmt: skip
     series = {w: values[:, i] for i, w in enumerate(texts)}
-    d = (factors[0][0] if kind == "untied" else factors[0]).shape[0]
-    return SimulationResult(run.t, series, d, info={"nfev": run.nfev})
+    d = (factors[0][0] if grouped else factors[0]).shape[0]
+    info = {"nfev": run.nfev, "final": unpack(run.y[:, -1]), "probes": values[:, len(codes) :]}
+    return SimulationResult(run.t, series, d, info=info)
 
 
 def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41):

@@ -58,7 +58,7 @@ def test_matrix_model_closure_stays_valid_where_the_zero_closure_blows_up():
 
 
 def test_closures_are_pluggable_and_named():
-    assert set(CLOSURES) == {"zero", "matrix-model"}
+    assert set(CLOSURES) == {"zero", "quadrature", "matrix-model"}
     with pytest.raises(ModelError, match="unknown closure 'magic'"):
         solve_with_closure(parse_config(SOLVABLE), "magic")
 
@@ -74,3 +74,6 @@ def test_solve_command_takes_a_closure(tmp_path):
     assert main(["solve", str(path), "--json", str(out), "--closure", "matrix-model", "--size", "60"]) == 0
     data = json.loads(out.read_text())
     assert data["closure"] == "matrix-model" and data["size"] == 60 and len(data["t"]) == 5
+    assert main(["solve", str(path), "--json", str(out), "--closure", "quadrature", "--degree", "9"]) == 0
+    data = json.loads(out.read_text())
+    assert data["closure"] == "quadrature" and data["size"] == 4 and data["status"] == "ok"

@@ -53,12 +53,14 @@ def test_simulate_command(tmp_path):
 def test_compare_command_writes_figure_and_table(tmp_path):
     out = tmp_path / "cmp"
     assert main(["compare", str(write_config(tmp_path)), "--degrees", "4,6", "--d", "30,40", "--out", str(out),
-                 "--closures", "zero,matrix-model"]) == 0  # fmt: skip
+                 "--closures", "zero,quadrature,matrix-model"]) == 0  # fmt: skip
     data = json.loads((out / "compare.json").read_text())
     assert (out / "compare.png").stat().st_size > 10_000
     kinds = {(r["comparison"], r["theory"], r["d"]) for r in data["table"] if r["observable"] == "S1 S1"}
     assert ("theory-sgd", "M=6", 40) in kinds and ("theory-flow", "M=4", 30) in kinds
     assert ("flow-sgd", None, 40) in kinds and ("theory-sgd", "matrix-model n=400", 30) in kinds
+    assert ("theory-flow", "quadrature n=2", 40) in kinds  # degree 6 → order ⌊5/2⌋
+    assert len(data["theory"]["quadrature n=2"]["error_series"]["estimate"]) == 6
     assert "S2 S2" not in data["observables"]  # constants are not compared
     flow_sgd = [r["sup_error"] for r in data["table"] if r["comparison"] == "flow-sgd"]
     assert max(flow_sgd) < 0.1  # ηd/B ≈ 0.01: SGD stays near the flow
