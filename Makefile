@@ -30,6 +30,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_potential.py
 	$(BIN)/python benchmarks/bench_truncation.py
 	$(BIN)/python benchmarks/bench_sgd.py
+	$(BIN)/python benchmarks/bench_closures.py
 
 examples: install
 	$(BIN)/python examples/hierarchy_sizes.py --out out/examples
