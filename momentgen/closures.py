@@ -4,8 +4,9 @@ A closure turns a configuration into a trajectory of the observables on the mode
 axis with an honest validity horizon and error estimate. Contract of a closure class:
 
 1. ``name``: the value of ``[truncation] closure`` (and of ``--closure``) that selects it;
-2. ``solve(config, degree=None, size=None)`` returns the JSON-ready dict of the ``solve``
-   command: ``t``, ``series`` (canonical word → values), ``derived``, ``status``,
+2. ``solve(config, degree=None, size=None, factors=None)`` returns the JSON-ready dict of
+   the ``solve`` command (``factors``: finite-d matrices to start from instead of the d = ∞
+   law — MATH.md §7, for comparing with the one run that starts from them): ``t``, ``series`` (canonical word → values), ``derived``, ``status``,
    ``valid_until``, ``message``, plus ``closure`` and ``error_estimate``;
 3. the estimate compares two resolutions of the same closure (zero: degrees M and M − 2;
    quadrature: orders n and n − 1; matrix model: sizes n and n/2).
@@ -36,17 +37,17 @@ class Closure:
 
     name = None
 
-    def solve(self, config, degree=None, size=None):
+    def solve(self, config, degree=None, size=None, factors=None):
         raise NotImplementedError
 
 
 class ZeroClosure(Closure):
     name = "zero"
 
-    def solve(self, config, degree=None, size=None):
+    def solve(self, config, degree=None, size=None, factors=None):
         from .integrate import solve_config
 
-        out = solve_config(config, degree)
+        out = solve_config(config, degree, factors=factors)
         out["closure"] = self.name
         return out
 
@@ -55,12 +56,12 @@ class _FlowClosure(Closure):
     """A closure that evolves a realisable matrix state by the flow at two resolutions.
 
     Subclasses give ``resolutions(config, degree, size)`` → (fine, coarse) and
-    ``run(config, resolution, potential, times, words, means)`` → `SimulationResult`.
+    ``run(config, resolution, potential, times, words, means, factors)`` → `SimulationResult`.
     The estimate is the fine–coarse difference, relative to max(1, |μ|) like the zero
     closure's; ``valid_until`` is the first time it exceeds ``[integrate] validity_tol``.
     """
 
-    def solve(self, config, degree=None, size=None):
+    def solve(self, config, degree=None, size=None, factors=None):
         from .integrate import SolveResult, _to_json
         from .potential import Potential
         from .simulate import _reported
@@ -69,12 +70,15 @@ class _FlowClosure(Closure):
         potential = Potential(config.loss(), model.kind, C=config.section("model")["C"],
                               rtol=config.section("loss")["rtol"])  # fmt: skip
         inits = config.inits()
-        means = [inits[k].mean for k in range(1, model.K + 1)] if model.kind == "untied" else None
+        means = None
+        if model.kind == "untied":
+            means = ([inits[k].mean for k in range(1, model.K + 1)] if factors is None
+                     else [np.sum(U * V) / np.sqrt(len(U)) for U, V in factors])  # fmt: skip
         times = np.linspace(0.0, integrate["T"], integrate["points"])
         words = _reported(config)
         fine_size, coarse_size = self.resolutions(config, degree, size)
         start = time.perf_counter()
-        fine, coarse = (self.run(config, r, potential, times, words, means) for r in (fine_size, coarse_size))
+        fine, coarse = (self.run(config, r, potential, times, words, means, factors) for r in (fine_size, coarse_size))
         difference = np.max([np.abs(fine.series[w] - coarse.series[w]) / np.maximum(1.0, np.abs(fine.series[w]))
                              for w in words], axis=0)  # fmt: skip
         bad = np.flatnonzero(difference > integrate["validity_tol"])
@@ -99,10 +103,13 @@ class MatrixModelClosure(_FlowClosure):
     def describe(self, fine, coarse):
         return f"matrix model of size {fine} (estimate from n = {fine} and {coarse})"
 
-    def run(self, config, size, potential, times, words, means):
+    def run(self, config, size, potential, times, words, means, factors):
         from .initial import law_factors
         from .simulate import matrix_flow
 
+        if factors is not None:
+            raise ModelError("the matrix-model closure starts from the d = ∞ law; for given matrices run their "
+                             "matrix flow (`momentgen.simulate.matrix_flow`)")  # fmt: skip
         factors = law_factors(config.model, config.inits(), size, seed=0)
         return matrix_flow(config.model, potential, factors, times=times, words=words,
                            gamma=config.section("model")["gamma"], means=means)  # fmt: skip
@@ -128,19 +135,20 @@ class QuadratureClosure(_FlowClosure):
     def describe(self, fine, coarse):
         return f"quadrature closure of order n = {fine} (estimate from n = {fine} and {coarse})"
 
-    def solve(self, config, degree=None, size=None):
+    def solve(self, config, degree=None, size=None, factors=None):
         if config.model.kind == "direct":
-            out = ZeroClosure().solve(config, degree)
+            out = ZeroClosure().solve(config, degree, factors=factors)
             out["message"] = "the direct model's hierarchy is closed: solved exactly (no closure needed)"
             return out
-        return super().solve(config, degree, size)
+        return super().solve(config, degree, size, factors)
 
-    def run(self, config, n, potential, times, words, means):
-        from .representation import initial_representation, letter_parts
+    def run(self, config, n, potential, times, words, means, factors):
+        from .representation import initial_representation, letter_parts, matrix_moments
         from .simulate import matrix_flow
 
         model = config.model
-        representation = initial_representation(model, config.inits(), n)
+        oracle = None if factors is None else matrix_moments(model, factors)
+        representation = initial_representation(model, config.inits(), n, moments=oracle)
         pairs = traciality_pairs(model)
         probes = [w for x, y in pairs for w in ((x, x, y), (x, y, x))]
         run = matrix_flow(model, potential, letter_parts(model.kind, representation), times=times, words=words,
@@ -160,9 +168,10 @@ def traciality_pairs(model):
 CLOSURES = {cls.name: cls for cls in (ZeroClosure, QuadratureClosure, MatrixModelClosure)}
 
 
-def solve_with_closure(config, closure=None, degree=None, size=None):
-    """Solve ``config`` with the named closure (default: ``[truncation] closure``)."""
+def solve_with_closure(config, closure=None, degree=None, size=None, factors=None):
+    """Solve ``config`` with the named closure (default: ``[truncation] closure``); ``factors``:
+    start from these finite-d matrices' moments instead of the d = ∞ initial law."""
     name = closure or config.section("truncation")["closure"]
     if name not in CLOSURES:
         raise ModelError(f"unknown closure {name!r}: choose one of {', '.join(CLOSURES)}")
-    return CLOSURES[name]().solve(config, degree=degree, size=size)
+    return CLOSURES[name]().solve(config, degree=degree, size=size, factors=factors)

@@ -40,13 +40,11 @@ def run_tasks(tasks, n_jobs=None, scheduler=None):
 def _theory_task(config_raw, source, closure, degree, d=None, seed=None):
     from .closures import solve_with_closure
     from .config import parse_config
-    from .integrate import solve_config
     from .simulate import initial_factors
 
     config = parse_config(config_raw, source)
-    if d is None:
-        return solve_with_closure(config, closure, degree)
-    return solve_config(config, degree, factors=initial_factors(config.model, config.inits(), d, seed))
+    factors = None if d is None else initial_factors(config.model, config.inits(), d, seed)
+    return solve_with_closure(config, closure, degree, factors=factors)
 
 
 def _sgd_task(config_raw, source, d, seed):
@@ -82,8 +80,9 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
     ``closures``: "zero" gives one theory curve per degree, "quadrature" one more (order
     from ``[truncation] degree``), "matrix-model" one more (size from ``[truncation] size``);
     the last two are drawn with their error-estimate bands. ``theory_init``: "infinite" starts the theory from the d = ∞
-    initial moments; "finite" starts each zero-closure degree from the moments of the
-    matrices the first seed's SGD run uses at each d (MATH.md §7), one curve per (M, d).
+    initial moments; "finite" starts each zero-closure degree and the quadrature closure from
+    the moments of the matrices the first seed's SGD run uses at each d (MATH.md §7), one
+    curve per (M, d); the matrix-model closure always starts from the d = ∞ law.
     Returns the JSON-ready dict: ``theory`` {label: solve output}, ``sgd`` {d: mean,
     spread}, ``flow`` {d: series}, ``table``: rows (observable, comparison, theory label,
     degree, d, sup error over [0, T], sup error on [0, valid_until]).
@@ -95,13 +94,10 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
     if unknown or theory_init not in ("infinite", "finite"):
         raise ValueError(f"closures must be among {', '.join(CLOSURES)} (got {unknown}); "
                          f"theory_init must be 'infinite' or 'finite' (got {theory_init!r})")  # fmt: skip
-    if "zero" not in closures:
-        specs = []
-    elif theory_init == "finite":
-        specs = [("zero", M, d) for M in degrees for d in dims]
-    else:
-        specs = [("zero", M, None) for M in degrees]
-    specs += [(name, None, None) for name in CLOSURES if name != "zero" and name in closures]
+    starts = dims if theory_init == "finite" else (None,)
+    specs = [("zero", M, d) for M in degrees for d in starts] if "zero" in closures else []
+    specs += [("quadrature", None, d) for d in starts] if "quadrature" in closures else []
+    specs += [("matrix-model", None, None)] if "matrix-model" in closures else []  # from the d = ∞ law only
     labels = [_theory_label(config, closure, M, d) for closure, M, d in specs]
     tasks = [(_theory_task, (raw, source, closure, M, d, seeds[0])) for closure, M, d in specs]
     tasks += [(_sgd_task, (raw, source, d, s)) for d in dims for s in seeds]
@@ -143,7 +139,7 @@ def _theory_label(config, closure, degree, d):
     if closure == "zero":
         return f"M={degree}" + (f" from d={d}" if d else "")
     if closure == "quadrature":
-        return f"quadrature n={(truncation['degree'] - 1) // 2}"
+        return f"quadrature n={(truncation['degree'] - 1) // 2}" + (f" from d={d}" if d else "")
     return f"matrix-model n={truncation['size']}"
 
 

@@ -33,7 +33,7 @@ from .errors import ModelError
 from .initial import _complete, exact_moments
 
 __all__ = ["Component", "Representation", "jacobi_component", "free_poisson_jacobi", "gram_component",
-           "free_product", "initial_representation", "letter_parts", "vector_moments"]  # fmt: skip
+           "free_product", "initial_representation", "matrix_moments", "letter_parts", "vector_moments"]  # fmt: skip
 
 
 @dataclass
@@ -210,6 +210,29 @@ def initial_representation(model, specs, n, moments=None, tol=1e-10):
             oracle = lambda words, spec=spec: exact_moments(model, {**{j: spec for j in range(1, model.K + 1)}}, words)  # noqa: E731
             components.append(gram_component(codes, alphabet.transpose, oracle, n, tol))
     return free_product(components, n, alphabet.size)
+
+
+def matrix_moments(model, factors):
+    """A moment oracle on finite-d matrices (e.g. the ones an SGD run starts from): words are
+    reduced to canonical form (packed, vectorised) first, so each distinct trace is computed once."""
+    from .matrices import letter_matrices, trace_moments
+
+    letters, alphabet = letter_matrices(model.kind, factors), model.alphabet
+    known = {}  # (length, packed canonical word) → moment
+
+    def moments(words):
+        keys = np.empty(len(words), dtype=object)
+        for w in {len(word) for word in words}:
+            rows = [i for i, word in enumerate(words) if len(word) == w]
+            packed = alphabet.canonicalize(alphabet.pack(np.array([words[i] for i in rows])), w)
+            keys[rows] = [(w, int(p)) for p in packed]
+        fresh = list(dict.fromkeys(k for k in keys if k not in known))
+        if fresh:
+            codes = [tuple(alphabet.unpack(np.array([p], dtype=np.uint64), w)[0]) for w, p in fresh]
+            known.update(zip(fresh, trace_moments(codes, letters)))
+        return np.array([known[k] for k in keys])
+
+    return moments
 
 
 def letter_parts(kind, representation):

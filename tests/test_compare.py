@@ -146,13 +146,15 @@ def test_direct_h2_is_a_saddle_whose_escape_time_grows_like_log_d():
 
 
 def test_theory_can_start_from_the_sgd_matrices(tmp_path):
-    """theory_init = "finite": each degree starts from the moments of the matrices that seed 0's
-    SGD run (and the matrix flow) use at that d, so at t = 0 theory and flow agree exactly."""
+    """theory_init = "finite": each degree and the quadrature closure start from the moments of
+    the matrices that seed 0's SGD run (and the matrix flow) use at that d, so at t = 0 theory
+    and flow agree exactly."""
     from momentgen.compare import compare
 
     data = compare(parse_config(SMALL), degrees=[6], dims=[30], seeds=[0], out=tmp_path, n_jobs=1,
-                   theory_init="finite")  # fmt: skip
-    theory, flow = data["theory"]["M=6 from d=30"], data["flow"][30]
-    for word in data["observables"]:
-        assert theory["series"][word][0] == pytest.approx(flow["series"][word][0], abs=1e-12)
+                   closures=("zero", "quadrature"), theory_init="finite")  # fmt: skip
+    flow = data["flow"][30]
+    for label in ("M=6 from d=30", "quadrature n=2 from d=30"):
+        for word in data["observables"]:
+            assert data["theory"][label]["series"][word][0] == pytest.approx(flow["series"][word][0], abs=1e-12)
     assert data["theory_init"] == "finite"
