@@ -1,9 +1,11 @@
-"""Fig. 2 (h2): the parameterisation decides weak recovery — tied W-flow vs direct S-flow.
+"""Fig. 2: the parameterisation decides weak recovery — tied W-flow vs direct S-flow.
 
-Left: tied, h2, small student (N(0, 0.05/d)) and teacher N(0, 0.5/d)
-(`examples/configs/fig2_tied_h2.toml`): the centred overlap p12 = q12 − t1 t2 leaves 0 on the
-O(1) time scale t = 4nη/d — theory (zero closure with its validity horizon, and the
-matrix-model closure for the whole curve) against online SGD.
+Left: tied, h1 / h2 / h3, small student (N(0, 0.05/d)) and teacher N(0, 0.5/d)
+(`examples/configs/fig2_tied_h2.toml` with the activation set): the centred overlap
+p12 = q12 − t1 t2 leaves 0 on the O(1) time scale t = 4nη/d — the exact d = ∞ curve
+(Riccati equation + free subordination, `momentgen.oracles.riccati_tied_moments`), the
+quadrature closure (n = 6) and the zero closure (M = 10, drawn solid only inside its
+validity window) against online SGD; for h2 also the matrix-model closure (n = 200).
 Right: direct S, h2 (`examples/configs/fig2_direct_h2.toml`): Σ12 = 0 is invariant at d = ∞
 but a saddle; at finite d the O(1/d) initial overlap escapes at τ ≈ ln(d)/rate. The closed
 system of Theorem 4 started from the empirical moments of d × d Gaussian matrices gives the
@@ -24,6 +26,7 @@ from momentgen.config import load_config
 from momentgen.hierarchy import build
 from momentgen.initial import empirical_moments
 from momentgen.integrate import solve
+from momentgen.oracles import riccati_tied_moments
 from momentgen.potential import Potential
 from momentgen.simulate import initial_factors, simulate_config
 from momentgen.truncation import Truncation
@@ -32,17 +35,33 @@ CONFIGS = pathlib.Path(__file__).with_name("configs")
 THRESHOLD = 0.1
 
 
-def tied_panel(d, T=2.5):
-    config = load_config(CONFIGS / "fig2_tied_h2.toml")
-    config.raw["integrate"].update(T=T, points=51)
-    zero = solve_with_closure(config, "zero")
-    matrix = solve_with_closure(config, "matrix-model", size=200)
-    sgd = simulate_config(config, d=d, seeds=[0])
-    p12 = np.array(sgd["series"]["S1 S2"]) - np.array(sgd["series"]["S1"]) * np.array(sgd["series"]["S2"])
-    return {"t": zero["t"], "zero_p12": zero["derived"]["p12"], "zero_valid_until": zero["valid_until"],
-            "zero_status": zero["status"], "matrix_p12": matrix["derived"]["p12"], "matrix_t": matrix["t"],
-            "matrix_error_estimate": matrix["error_estimate"], "sgd_t": sgd["t"], "sgd_p12": p12.tolist(),
-            "sgd": {"d": d, "lr": sgd["lr"], "batch": sgd["batch"], "seconds": sgd["seconds"]}}  # fmt: skip
+def tied_panel(d, T=2.5, activations=("h1", "h2", "h3")):
+    panels = {}
+    for activation in activations:
+        config = load_config(CONFIGS / "fig2_tied_h2.toml")
+        config.raw["loss"]["activation"] = activation
+        config.raw["integrate"].update(T=T, points=51)
+        t = np.linspace(0, T, 51)
+        inits = config.inits()
+        exact = riccati_tied_moments(Potential(config.loss(), "tied"), inits[1], inits[2], t)
+        exact_p12 = exact["S1 S2"] - exact["S1"] * inits[2].width_ratio * inits[2].scale ** 2
+        zero = solve_with_closure(config, "zero")
+        quadrature = solve_with_closure(config, "quadrature", degree=13)
+        sgd = simulate_config(config, d=d, seeds=[0])
+        p12 = np.array(sgd["series"]["S1 S2"]) - np.array(sgd["series"]["S1"]) * np.array(sgd["series"]["S2"])
+        panels[activation] = {
+            "t": t.tolist(), "exact_p12": exact_p12.tolist(), "zero_t": zero["t"], "zero_p12": zero["derived"]["p12"],
+            "zero_valid_until": zero["valid_until"], "zero_status": zero["status"],
+            "quadrature_p12": quadrature["derived"]["p12"], "quadrature_estimate": quadrature["error_estimate"],
+            "quadrature_error": float(np.abs(np.array(quadrature["derived"]["p12"]) - exact_p12).max()),
+            "sgd_t": sgd["t"], "sgd_p12": p12.tolist(), "sgd_minus_exact": float(np.abs(p12 - exact_p12).max()),
+            "sgd": {"d": d, "lr": sgd["lr"], "batch": sgd["batch"], "seconds": sgd["seconds"]},
+        }  # fmt: skip
+        if activation == "h2":
+            matrix = solve_with_closure(config, "matrix-model", size=200)
+            panels[activation].update(matrix_p12=matrix["derived"]["p12"],
+                                      matrix_error_estimate=matrix["error_estimate"])  # fmt: skip
+    return panels
 
 
 def direct_escape(config, d, seed, T=3.0):
@@ -81,15 +100,21 @@ def plot(tied, direct, path):
     import matplotlib.pyplot as plt
 
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(14, 4))
-    t, zero = np.array(tied["t"]), np.array(tied["zero_p12"])
-    inside = t <= tied["zero_valid_until"] + 1e-12
-    a.plot(t[inside], zero[inside], "C0", lw=2, label="zero closure M=10 (valid part)")
-    a.plot(t[~inside], zero[~inside], "C0:", lw=1)
-    a.plot(tied["matrix_t"], tied["matrix_p12"], "k--", label="matrix-model closure n=200")
-    a.plot(tied["sgd_t"], tied["sgd_p12"], "C3o", ms=3, label=f"SGD d={tied['sgd']['d']}")
-    a.set(title="tied S = WWᵀ, h2: p12 escapes", xlabel="t = 4nη/d", ylabel="p12 = q12 − t1 t2",
-          ylim=(-0.05, 1.2 * max(np.max(tied["matrix_p12"]), 0.1)))  # fmt: skip
-    a.legend(fontsize=7)
+    for i, (activation, p) in enumerate(tied.items()):
+        color = f"C{i}"
+        a.plot(p["t"], p["exact_p12"], color=color, lw=2, label=f"{activation}: exact d=∞")
+        a.plot(p["t"], p["quadrature_p12"], "w--", lw=0.8)
+        t, zero = np.array(p["zero_t"]), np.array(p["zero_p12"])
+        inside = t <= p["zero_valid_until"] + 1e-12
+        a.plot(t[inside], zero[inside], ":", color="k", lw=1)
+        a.plot(p["sgd_t"], p["sgd_p12"], "o", color=color, ms=3, label=f"{activation}: SGD d={p['sgd']['d']}")
+        if "matrix_p12" in p:
+            a.plot(p["t"], p["matrix_p12"], "k--", lw=0.8, label="h2: matrix-model closure n=200")
+    a.plot([], [], "w--", label="quadrature closure n=6 (on the exact curves)")
+    a.plot([], [], "k:", label="zero closure M=10, valid part")
+    a.set(title="tied S = WWᵀ: p12 escapes on the O(1) scale", xlabel="t = 4nη/d", ylabel="p12 = q12 − t1 t2")
+    a.set_facecolor("0.93")
+    a.legend(fontsize=6)
     b.plot(direct["theory_t"], direct["theory_overlap"], "k-", label=f"closed system, d={direct['sgd']['d']} start")
     b.plot(direct["sgd_t"], direct["sgd_overlap"], "C3o", ms=3, label=f"SGD d={direct['sgd']['d']}")
     b.set(title="direct S, h2: a saddle left via the O(1/d) overlap", xlabel="τ = nη/d", ylabel="Ω12 − t1 t2", xlim=(0, 3))
@@ -114,8 +139,11 @@ def main():
     tied, direct = tied_panel(args.d), direct_panel(args.d)
     (out / "fig2_parameterisation.json").write_text(json.dumps({"tied": tied, "direct": direct}))
     plot(tied, direct, out / "fig2_parameterisation.png")
-    print(f"tied: zero closure valid until t = {tied['zero_valid_until']:.3f} ({tied['zero_status']}); "
-          f"p12 at t = 2.5: matrix model {tied['matrix_p12'][-1]:.3f}, SGD {tied['sgd_p12'][-1]:.3f}")  # fmt: skip
+    for activation, p in tied.items():
+        print(f"tied {activation}: zero closure valid until t = {p['zero_valid_until']:.3f} ({p['zero_status']}); "
+              f"p12(2.5): exact {p['exact_p12'][-1]:.4f}, quadrature n=6 {p['quadrature_p12'][-1]:.4f} "
+              f"(max error {p['quadrature_error']:.1e}, estimate {p['quadrature_estimate']:.1e}), SGD "
+              f"{p['sgd_p12'][-1]:.4f} (max |SGD − exact| {p['sgd_minus_exact']:.3f})")  # fmt: skip
     print("direct escape times (mean of 3 draws): " + ", ".join(
         f"d={d}: {t:.3f}" for d, t in zip(direct["dims"], direct["escape_mean"])) +
         f"; slope per ln d = {direct['slope_per_log_d']:.3f}")  # fmt: skip
