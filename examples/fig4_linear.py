@@ -1,4 +1,4 @@
-"""Fig. 4 (theory side): truncation degrees vs the closed form on the exactly solvable case.
+"""Fig. 4: truncation degrees vs the closed form vs SGD on the exactly solvable case.
 
 Tied, L = 1, linear activation, Wishart student (entries N(0, σ²/d), width ratio r),
 teacher S2 = cI (examples/configs/fig4_linear.toml). The d = ∞ solution is known in closed
@@ -6,10 +6,13 @@ form (every eigenvalue follows a logistic flow, averaged over Marchenko–Pastur
 truncation error of each degree M is measured exactly, together with each degree's
 validity horizon (degrees M and M − 2 agree within the configured tolerance).
 
+Third panel, beyond every degree's window (t ∈ [0, 0.5], where learning happens): online
+SGD (default d = 400, η = 0.01, B = 512, seed 0), the closed form, and the quadrature
+closure (n = 16 and 32), which stays valid.
+
 Writes ``OUT/fig4_linear.png``, ``OUT/fig4_linear.csv`` (the curves) and
-``OUT/fig4_linear.json`` (sup-errors inside each validity window, horizons, statuses).
-Run: ``python examples/fig4_linear.py --out out/examples``. The SGD curve joins this figure
-when the reference simulator lands.
+``OUT/fig4_linear.json`` (sup-errors inside each validity window, horizons, statuses, and
+the long-horizon errors). Run: ``python examples/fig4_linear.py --out out/examples``.
 """
 
 import argparse
@@ -19,9 +22,11 @@ import pathlib
 
 import numpy as np
 
+from momentgen.closures import solve_with_closure
 from momentgen.config import load_config
 from momentgen.integrate import solve, validity_horizon
 from momentgen.oracles import solvable_tied_moments
+from momentgen.simulate import simulate_config
 from momentgen.truncation import from_config
 
 CONFIG = pathlib.Path(__file__).with_name("configs") / "fig4_linear.toml"
@@ -49,7 +54,29 @@ def run(T=0.15, points=151):
     return grid, exact, runs, table
 
 
-def write(out, grid, exact, runs, table):
+def long_horizon(d, T=0.5, points=51):
+    """SGD at ``d``, the closed form and the quadrature closure on [0, T], past every degree's window."""
+    config = load_config(CONFIG)
+    config.raw["integrate"].update(T=T, points=points)
+    config.raw["sgd"]["d"] = d
+    student, teacher = config.inits()[1], config.inits()[2]
+    grid = np.linspace(0, T, points)
+    exact = solvable_tied_moments(grid, student.width_ratio, student.scale, teacher.c)
+    sgd = simulate_config(config, progress=False)
+    closures = {n: solve_with_closure(config, "quadrature", degree=2 * n + 1) for n in (16, 32)}
+    zero = solve_with_closure(config, "zero", degree=12)
+    summary = {
+        "sgd": {"d": sgd["d"], "lr": sgd["lr"], "batch": sgd["batch"], "steps": sgd["steps"][-1],
+                "sup_minus_exact_q11": float(np.abs(np.array(sgd["series"]["S1 S1"]) - exact["S1 S1"]).max())},
+        "quadrature": {n: {"sup_minus_exact_q11": float(np.abs(np.array(c["series"]["S1 S1"]) - exact["S1 S1"]).max()),
+                           "estimate": c["error_estimate"], "seconds": c["seconds"]} for n, c in closures.items()},
+        "zero_M12": {"status": zero["status"], "stopped_at": zero["t"][-1]},
+    }  # fmt: skip
+    return {"t": grid, "exact": exact["S1 S1"], "sgd": sgd["series"]["S1 S1"],
+            "quadrature": {n: c["series"]["S1 S1"] for n, c in closures.items()}, "summary": summary}
+
+
+def write(out, grid, exact, runs, table, long):
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "fig4_linear.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
@@ -58,14 +85,15 @@ def write(out, grid, exact, runs, table):
             row = [t, exact["S1 S1"][i]]
             row += [runs[M].series("S1 S1")[i] if i < len(runs[M].t) else "" for M in DEGREES]
             writer.writerow(row)
-    (out / "fig4_linear.json").write_text(json.dumps({"time_scale": "t = 4 n eta / d", "table": table}, indent=1))
+    (out / "fig4_linear.json").write_text(json.dumps({"time_scale": "t = 4 n eta / d", "table": table,
+                                                      "long_horizon": long["summary"]}, indent=1))  # fmt: skip
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (left, right, third) = plt.subplots(1, 3, figsize=(16, 4))
     left.plot(grid, exact["S1 S1"], "k-", lw=3, alpha=0.4, label="closed form (d = ∞)")
     for row in table:
         result = runs[row["degree"]]
@@ -77,6 +105,13 @@ def write(out, grid, exact, runs, table):
              title="zero-closure truncations (dotted: valid_until)")  # fmt: skip
     right.set(xlabel="t = 4nη/d", ylabel="|q11(M) − exact|", ylim=(1e-16, 10), title="truncation error")
     left.legend(fontsize=8)
+    third.plot(long["t"], long["exact"], "k-", lw=3, alpha=0.4, label="closed form (d = ∞)")
+    for n, q11 in long["quadrature"].items():
+        third.plot(long["t"], q11, "--", label=f"quadrature closure n = {n}")
+    sgd = long["summary"]["sgd"]
+    third.plot(long["t"], long["sgd"], "o", ms=3, label=f"SGD d = {sgd['d']}, η = {sgd['lr']}, B = {sgd['batch']}")
+    third.set(xlabel="t = 4nη/d", ylabel="q11", title="past every degree's window: closures and SGD")
+    third.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "fig4_linear.png", dpi=120)
 
@@ -84,13 +119,21 @@ def write(out, grid, exact, runs, table):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="out/examples")
-    out = pathlib.Path(parser.parse_args().out)
+    parser.add_argument("--d", type=int, default=400, help="dimension of the SGD run")
+    args = parser.parse_args()
+    out = pathlib.Path(args.out)
     grid, exact, runs, table = run()
-    write(out, grid, exact, runs, table)
+    long = long_horizon(args.d)
+    write(out, grid, exact, runs, table, long)
     print(f"{'M':>3s} {'words':>6s} {'status':>8s} {'valid_until':>12s} {'sup error in window':>20s}")
     for row in table:
         print(f"{row['degree']:3d} {row['words']:6d} {row['status']:>8s} {row['valid_until']:12.4f} "
               f"{row['sup_error_in_window']:20.2e}")  # fmt: skip
+    summary = long["summary"]
+    print(f"t in [0, 0.5]: SGD d={summary['sgd']['d']} vs closed form on q11 {summary['sgd']['sup_minus_exact_q11']:.2e}; "
+          + "; ".join(f"quadrature n={n} {q['sup_minus_exact_q11']:.1e} (estimate {q['estimate']:.1e})"
+                      for n, q in summary["quadrature"].items())
+          + f"; zero closure M=12: {summary['zero_M12']['status']} at t = {summary['zero_M12']['stopped_at']:.3f}")
     print(f"wrote {out / 'fig4_linear.png'}, .csv and .json")
 
 
