@@ -43,8 +43,8 @@ examples: install
 demo: install
 	$(BIN)/momentgen generate-truncation examples/configs/fig4_linear.toml --out out/demo/fig4_linear.py
 	$(BIN)/momentgen compare examples/configs/fig4_linear.toml --degrees 4,6,8 --d 200,400 --seeds 2 \
-	    --theory-init finite --closures zero,matrix-model --out out/demo
-	$(BIN)/python examples/fig4_linear.py --out out/demo
+	    --theory-init finite --closures zero,quadrature,matrix-model --out out/demo
+	$(BIN)/python examples/fig4_linear.py --out out/demo --d 200
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis out
