@@ -78,6 +78,8 @@ class _FlowClosure(Closure):
         words = _reported(config)
         fine_size, coarse_size = self.resolutions(config, degree, size)
         start = time.perf_counter()
+        fast = _fast_phase(config, potential, means, factors) if model.kind == "untied" else {}
+        means = fast.get("m_star", means)  # the slow phase starts on the slaved branch the fast phase reached
         fine, coarse = (self.run(config, r, potential, times, words, means, factors) for r in (fine_size, coarse_size))
         difference = np.max([np.abs(fine.series[w] - coarse.series[w]) / np.maximum(1.0, np.abs(fine.series[w]))
                              for w in words], axis=0)  # fmt: skip
@@ -88,9 +90,24 @@ class _FlowClosure(Closure):
                              time.perf_counter() - start)  # fmt: skip
         result.valid_until = float(fine.t[bad[0] - 1] if bad.size else fine.t[-1])
         out = _to_json(result, words, config)
+        out.update(fast)
         out.update(closure=self.name, size=fine_size, error_estimate=float(difference.max()),
                    error_series={"estimate": difference.tolist(), **fine.info.get("error_series", {})})  # fmt: skip
         return out
+
+
+def _fast_phase(config, potential, means, factors):
+    """Untied fast phase on t = nη from the initial moments (exact to degree 2 in every closure)."""
+    from .hierarchy import build
+    from .initial import empirical_moments, exact_moments
+    from .truncation import Truncation
+
+    program = build(config.model, 2, [])
+    y0 = (exact_moments(config.model, config.inits(), program.word_codes) if factors is None
+          else empirical_moments(config.model, factors, program.word_codes))  # fmt: skip
+    truncation = Truncation(program, potential, config.section("model")["gamma"], means=means)
+    times, m = truncation.fast_phase(y0, config.section("integrate")["fast_T"])
+    return {"fast_t": times.tolist(), "fast_m": m.tolist(), "m_star": truncation.m.tolist()}
 
 
 class MatrixModelClosure(_FlowClosure):

@@ -270,3 +270,12 @@ def test_quadrature_from_given_matrices_tracks_their_matrix_flow(h2_case):
     infinite = solve_with_closure(config, "quadrature", degree=11)
     assert sup_error(finite["series"], flow.series) < 4e-3
     assert sup_error(finite["series"], flow.series) < 0.25 * sup_error(infinite["series"], flow.series)
+
+
+def test_untied_closure_reports_the_fast_phase(untied_h1):
+    """The fast phase (t = nη, moments frozen at their degree-≤ 2 values, which every closure has
+    exactly) is reported by the closure and equals the zero closure's, as does m*(q0)."""
+    config, out = untied_h1
+    zero = solve_with_closure(config, "zero", degree=4)
+    np.testing.assert_allclose(out["fast_m"], zero["fast_m"], atol=1e-9)
+    np.testing.assert_allclose(out["m_star"], zero["m_star"], atol=1e-9)
