@@ -35,7 +35,7 @@ bench: install
 examples: install
 	$(BIN)/python examples/hierarchy_sizes.py --out out/examples
 	$(BIN)/python examples/fig4_linear.py --out out/examples
-	$(BIN)/python examples/fig2_parameterisation.py --out out/examples --d 100
+	$(BIN)/python examples/fig2_parameterisation.py --out out/examples --d 400
 	$(BIN)/python examples/fig1_softmax.py --out out/examples --d 400 --seeds 2
 	$(BIN)/python examples/fig3_untied.py --out out/examples --d 200
 	$(BIN)/python examples/weak_recovery.py --out out/examples

@@ -12,7 +12,8 @@ system of Theorem 4 started from the empirical moments of d × d Gaussian matric
 escape time for d = 100…800 (exact for those matrices), next to one SGD run.
 
 Writes ``OUT/fig2_parameterisation.png`` and ``.json``. Run:
-``python examples/fig2_parameterisation.py --out out/examples [--d 100]`` (a few minutes at d = 100).
+``python examples/fig2_parameterisation.py --out out/examples [--d 400]`` (the paper's d = 400:
+about 30 minutes on two cores; d = 100: a few minutes).
 """
 
 import argparse
@@ -22,32 +23,50 @@ import pathlib
 import numpy as np
 
 from momentgen.closures import solve_with_closure
+from momentgen.compare import _sgd_task, run_tasks
 from momentgen.config import load_config
 from momentgen.hierarchy import build
 from momentgen.initial import empirical_moments
 from momentgen.integrate import solve
 from momentgen.oracles import riccati_tied_moments
 from momentgen.potential import Potential
-from momentgen.simulate import initial_factors, simulate_config
+from momentgen.simulate import initial_factors
 from momentgen.truncation import Truncation
 
 CONFIGS = pathlib.Path(__file__).with_name("configs")
 THRESHOLD = 0.1
 
 
-def tied_panel(d, T=2.5, activations=("h1", "h2", "h3")):
+def tied_config(activation, T=2.5):
+    config = load_config(CONFIGS / "fig2_tied_h2.toml")
+    config.raw["loss"]["activation"] = activation
+    config.raw["integrate"].update(T=T, points=51)
+    return config
+
+
+def direct_config(T=1.0):
+    config = load_config(CONFIGS / "fig2_direct_h2.toml")
+    config.raw["integrate"].update(T=T, points=41)
+    return config
+
+
+def sgd_runs(d, activations):
+    """The SGD runs of both panels (seed 0), two at a time: {activation or "direct": run}."""
+    configs = {a: tied_config(a) for a in activations} | {"direct": direct_config()}
+    runs = run_tasks([(_sgd_task, (c.raw, c.source, d, 0)) for c in configs.values()], n_jobs=2)
+    return dict(zip(configs, runs))
+
+
+def tied_panel(d, sgd_by_activation):
     panels = {}
-    for activation in activations:
-        config = load_config(CONFIGS / "fig2_tied_h2.toml")
-        config.raw["loss"]["activation"] = activation
-        config.raw["integrate"].update(T=T, points=51)
-        t = np.linspace(0, T, 51)
+    for activation, sgd in sgd_by_activation.items():
+        config = tied_config(activation)
+        t = np.linspace(0, config.section("integrate")["T"], 51)
         inits = config.inits()
         exact = riccati_tied_moments(Potential(config.loss(), "tied"), inits[1], inits[2], t)
         exact_p12 = exact["S1 S2"] - exact["S1"] * inits[2].width_ratio * inits[2].scale ** 2
         zero = solve_with_closure(config, "zero")
         quadrature = solve_with_closure(config, "quadrature", degree=13)
-        sgd = simulate_config(config, d=d, seeds=[0])
         p12 = np.array(sgd["series"]["S1 S2"]) - np.array(sgd["series"]["S1"]) * np.array(sgd["series"]["S2"])
         panels[activation] = {
             "t": t.tolist(), "exact_p12": exact_p12.tolist(), "zero_t": zero["t"], "zero_p12": zero["derived"]["p12"],
@@ -77,14 +96,12 @@ def direct_escape(config, d, seed, T=3.0):
     return (float(result.t[above[0]]) if above.size else float("inf")), result.t.tolist(), overlap.tolist()
 
 
-def direct_panel(d, T=1.0, dims=(100, 200, 400, 800), seeds=(0, 1, 2)):
-    config = load_config(CONFIGS / "fig2_direct_h2.toml")
+def direct_panel(d, sgd, dims=(100, 200, 400, 800), seeds=(0, 1, 2)):
+    config = direct_config()
     escapes = {dim: [direct_escape(config, dim, seed)[0] for seed in seeds] for dim in dims}
     mean = [float(np.mean(escapes[dim])) for dim in dims]
     slope, intercept = np.polyfit(np.log(dims), mean, 1)
     _, t_theory, overlap = direct_escape(config, d, 0)
-    config.raw["integrate"].update(T=T, points=41)
-    sgd = simulate_config(config, d=d, seeds=[0])
     s = {w: np.array(v) for w, v in sgd["series"].items()}
     sgd_overlap = s["S1 S2^T"] - s["S1"] * s["S2"]
     return {"escape_times": {str(k): v for k, v in escapes.items()}, "escape_mean": mean, "dims": list(dims),
@@ -132,11 +149,13 @@ def plot(tied, direct, path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="out/examples")
-    parser.add_argument("--d", type=int, default=100, help="dimension of the SGD runs")
+    parser.add_argument("--d", type=int, default=400, help="dimension of the SGD runs")
     args = parser.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    tied, direct = tied_panel(args.d), direct_panel(args.d)
+    runs = sgd_runs(args.d, ("h1", "h2", "h3"))
+    direct = direct_panel(args.d, runs.pop("direct"))
+    tied = tied_panel(args.d, runs)
     (out / "fig2_parameterisation.json").write_text(json.dumps({"tied": tied, "direct": direct}))
     plot(tied, direct, out / "fig2_parameterisation.png")
     for activation, p in tied.items():
