@@ -62,7 +62,7 @@ class _FlowClosure(Closure):
     """
 
     def solve(self, config, degree=None, size=None, factors=None):
-        from .integrate import SolveResult, _to_json
+        from .integrate import SolveResult, _to_json, last_time_within
         from .potential import Potential
         from .simulate import _reported
 
@@ -83,12 +83,11 @@ class _FlowClosure(Closure):
         fine, coarse = (self.run(config, r, potential, times, words, means, factors) for r in (fine_size, coarse_size))
         difference = np.max([np.abs(fine.series[w] - coarse.series[w]) / np.maximum(1.0, np.abs(fine.series[w]))
                              for w in words], axis=0)  # fmt: skip
-        bad = np.flatnonzero(difference > integrate["validity_tol"])
         y = np.array([fine.series[w] for w in words]).T
         result = SolveResult(fine.t, y, words, "ok", self.describe(fine_size, coarse_size), float(fine.t[-1]),
                              model.time_scale, degree, "DOP853", fine.info.get("nfev", 0),
                              time.perf_counter() - start)  # fmt: skip
-        result.valid_until = float(fine.t[bad[0] - 1] if bad.size else fine.t[-1])
+        result.valid_until = last_time_within(fine.t, difference, integrate["validity_tol"])
         out = _to_json(result, words, config)
         out.update(fast)
         out.update(closure=self.name, size=fine_size, error_estimate=float(difference.max()),

@@ -18,7 +18,7 @@ from scipy.integrate import solve_ivp
 
 from .errors import MomentgenError, PotentialError
 
-__all__ = ["SolveResult", "solve", "validity_horizon", "solve_config"]
+__all__ = ["SolveResult", "solve", "validity_horizon", "last_time_within", "solve_config"]
 
 METHODS_WITH_JACOBIAN = ("Radau", "BDF")
 LSODA_MAX_WORDS = 3000  # LSODA allocates a dense n×n Jacobian: 72 MB at this size
@@ -166,9 +166,15 @@ def validity_horizon(fine, coarse, words, tol, closed=False):
     idx_f = [fine.words.index(w) for w in words]
     idx_c = [coarse.words.index(w) for w in words]
     diff = np.abs(fine.y[:n, idx_f] - coarse.y[:n, idx_c]) / np.maximum(1.0, np.abs(fine.y[:n, idx_f]))
-    bad = np.flatnonzero(diff.max(axis=1) > tol)
-    horizon = fine.t[bad[0] - 1] if bad.size else fine.t[n - 1]
-    return float(min(horizon, fine.t_stop, coarse.t_stop))
+    return float(min(last_time_within(fine.t[:n], diff.max(axis=1), tol), fine.t_stop, coarse.t_stop))
+
+
+def last_time_within(t, difference, tol):
+    """The last grid time before ``difference`` first exceeds ``tol`` (0 if it does at t[0])."""
+    bad = np.flatnonzero(np.asarray(difference) > tol)
+    if not bad.size:
+        return float(t[-1])
+    return float(t[bad[0] - 1]) if bad[0] > 0 else 0.0
 
 
 def solve_config(config, degree=None, factors=None):

@@ -45,14 +45,17 @@ def test_law_factors_approach_the_exact_initial_moments():
 def test_matrix_model_closure_stays_valid_where_the_zero_closure_blows_up():
     """Exactly solvable case on [0, 0.3] (4 × the zero closure's convergence radius T* = 0.072):
     the matrix model (n = 200) stays within 2e-3 of the closed form for the whole horizon,
-    its n vs n/2 estimate bounds that error, while the zero closure at M = 8 stops."""
-    config = parse_config(SOLVABLE)
+    its n vs n/2 estimate bounds that error, while the zero closure at M = 8 stops. Its horizon
+    honours the tolerance: valid for all of [0, 0.3] at validity_tol = 2e-3, valid nowhere at
+    the default 1e-4 (n = 200 and 100 already differ by ~1e-3 at t = 0)."""
+    config = parse_config(dict(SOLVABLE, integrate={**SOLVABLE["integrate"], "validity_tol": 2e-3}))
     out = solve_with_closure(config)
     t = np.array(out["t"])
     exact = solvable_tied_moments(t, 1.0, 1.0, 1.0)
     error = max(np.abs(np.array(out["series"][w]) - exact[w]).max() for w in ("S1 S1", "S1 S2", "S1"))
     assert out["closure"] == "matrix-model" and out["status"] == "ok" and out["valid_until"] == pytest.approx(0.3)
     assert error < 2e-3 and error <= out["error_estimate"]
+    assert solve_with_closure(parse_config(SOLVABLE))["valid_until"] == 0.0
     zero = solve_with_closure(config, "zero")
     assert zero["status"] == "blowup" and zero["valid_until"] < 0.072
 
@@ -77,3 +80,16 @@ def test_solve_command_takes_a_closure(tmp_path):
     assert main(["solve", str(path), "--json", str(out), "--closure", "quadrature", "--degree", "9"]) == 0
     data = json.loads(out.read_text())
     assert data["closure"] == "quadrature" and data["size"] == 4 and data["status"] == "ok"
+
+
+def test_a_horizon_exceeded_at_the_start_is_zero():
+    """valid_until is 0 when the two resolutions already differ by more than the tolerance at
+    t = 0 (e.g. a small matrix model against half its size), never the end of the run."""
+    from momentgen.integrate import last_time_within
+
+    t = np.linspace(0, 1, 5)
+    assert last_time_within(t, [1e-3, 0, 0, 0, 0], 1e-4) == 0.0
+    assert last_time_within(t, [0, 0, 1e-3, 0, 0], 1e-4) == 0.25
+    assert last_time_within(t, np.zeros(5), 1e-4) == 1.0
+    config = parse_config(dict(SOLVABLE, integrate={"T": 0.1, "points": 3, "validity_tol": 1e-9}))
+    assert solve_with_closure(config, "matrix-model", size=20)["valid_until"] == 0.0
