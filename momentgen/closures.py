@@ -159,12 +159,16 @@ class QuadratureClosure(_FlowClosure):
         return super().solve(config, degree, size, factors)
 
     def run(self, config, n, potential, times, words, means, factors):
+        from .flow import driving_letters
         from .representation import initial_representation, letter_parts, matrix_moments
         from .simulate import matrix_flow
+        from .words import parse
 
         model = config.model
         oracle = None if factors is None else matrix_moments(model, factors)
-        representation = initial_representation(model, config.inits(), n, moments=oracle)
+        read = {c for w in words if len(w.split()) > 1 for c in parse(w, model.kind, model.K)}
+        generators = set(driving_letters(model)) | read  # letters read only alone ride along
+        representation = initial_representation(model, config.inits(), n, moments=oracle, generators=generators)
         pairs = traciality_pairs(model)
         probes = [w for x, y in pairs for w in ((x, x, y), (x, y, x))]
         run = matrix_flow(model, potential, letter_parts(model.kind, representation), times=times, words=words,

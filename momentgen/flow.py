@@ -23,7 +23,7 @@ import numpy as np
 
 from .matrices import letter_matrices
 
-__all__ = ["factor_velocities", "letter_velocities", "letter_flow", "letters_of_parts"]
+__all__ = ["factor_velocities", "letter_velocities", "letter_flow", "letters_of_parts", "driving_letters"]
 
 
 def factor_velocities(model, factors, coefficients):
@@ -103,3 +103,13 @@ def letter_flow(model, parts, coefficients):
             out.append((-(D @ B + A @ D) - 2 * gamma * M, -(D @ M.T + M @ D.T) - 2 * gamma * A,
                         -(D.T @ M + M.T @ D) - 2 * gamma * B))  # fmt: skip
     return out
+
+
+def driving_letters(model):
+    """Codes of the letters that enter the velocities: every letter of a trainable index and,
+    of a fixed index, those in the drive — tied ``S_l``, untied ``M_l, M_lᵀ`` (``A_l, B_l``
+    never enter), direct ``S_l, S_lᵀ``."""
+    a = model.alphabet
+    fixed_kinds = {"tied": ("S",), "untied": ("M", "M^T"), "direct": ("S", "S^T")}[model.kind]
+    return [c for c in range(a.size)
+            if a.index(c) in model.trainable or a.kinds[c % len(a.kinds)] in fixed_kinds]  # fmt: skip

@@ -75,12 +75,14 @@ def free_poisson_jacobi(n, rate, jump):
     return a, np.full(n, np.sqrt(rate) * jump)
 
 
-def gram_component(codes, transpose, moments, n, tol=1e-10):
+def gram_component(codes, transpose, moments, n, tol=1e-10, passengers=()):
     """Gram–Schmidt representation of the letters ``codes`` from a moment oracle.
 
     ``moments(words)`` returns μ of a list of code tuples; ``transpose[c]`` is the code of
     ``Zᵀ``. Candidates of degree j are ``(c,) + w`` for the kept words w of degree j − 1, so
-    the space is never enumerated beyond what survives. Returns a `Component`.
+    the space is never enumerated beyond what survives. ``passengers``: letters compressed
+    onto the space without generating it — exact in words where one of them appears once
+    among at most n generating letters (e.g. their own trace). Returns a `Component`.
     """
     kept, degrees = [()], [0]
     scale = [1.0]
@@ -119,7 +121,7 @@ def gram_component(codes, transpose, moments, n, tol=1e-10):
         previous = [candidates[i] for i in fresh]
         if not previous:
             break
-    return _compress(codes, kept, scale, L, degrees, inner)
+    return _compress(list(codes) + list(passengers), kept, scale, L, degrees, inner)
 
 
 def _compress(codes, kept, scale, L, degrees, inner):
@@ -179,13 +181,16 @@ def free_product(components, n, size):
     return Representation(letters, n)
 
 
-def initial_representation(model, specs, n, moments=None, tol=1e-10):
+def initial_representation(model, specs, n, moments=None, tol=1e-10, generators=None):
     """The degree-n representation of the initial state of ``model``.
 
     Default: the d = ∞ law of independent ``specs`` ({k: InitSpec}) as a free product
     (tied Gaussian: Jacobi matrices; identity: scalars; untied Gaussian: each index by
     Gram–Schmidt on its exact moments). With ``moments`` (an oracle: list of code tuples →
     values, e.g. the empirical moments of given matrices) one Gram–Schmidt over all letters.
+    ``generators``: the letter codes that span the space (default: all); the others ride along
+    as passengers (`gram_component`) — e.g. a fixed untied index's A, B, which never enter the
+    flow, so that its component is spanned by M, Mᵀ alone.
     """
     if model.kind == "direct":
         raise ModelError("the direct model's hierarchy is closed: it needs no quadrature closure (use closure = \"zero\")")
@@ -193,8 +198,14 @@ def initial_representation(model, specs, n, moments=None, tol=1e-10):
         raise ModelError(f"quadrature order n must be ≥ 0 (degree M ≥ 1), got {n}")
     alphabet = model.alphabet
     per_index = len(alphabet.kinds)
+    generators = set(range(alphabet.size) if generators is None else generators)
+
+    def split(codes):
+        return [c for c in codes if c in generators], [c for c in codes if c not in generators]
+
     if moments is not None:
-        component = gram_component(range(alphabet.size), alphabet.transpose, moments, n, tol)
+        spanning, passengers = split(range(alphabet.size))
+        component = gram_component(spanning, alphabet.transpose, moments, n, tol, passengers)
         return free_product([component], n, alphabet.size)
     specs = _complete(model, specs)
     components = []
@@ -208,7 +219,8 @@ def initial_representation(model, specs, n, moments=None, tol=1e-10):
             components.append(jacobi_component(codes[0], *free_poisson_jacobi(n, spec.width_ratio, spec.scale**2)))
         else:
             oracle = lambda words, spec=spec: exact_moments(model, {**{j: spec for j in range(1, model.K + 1)}}, words)  # noqa: E731
-            components.append(gram_component(codes, alphabet.transpose, oracle, n, tol))
+            spanning, passengers = split(codes)
+            components.append(gram_component(spanning, alphabet.transpose, oracle, n, tol, passengers))
     return free_product(components, n, alphabet.size)
 
 
