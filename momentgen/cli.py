@@ -8,12 +8,15 @@ Subcommands:
   coefficient symbols); ``--why WORD`` explains why a word is in the state;
 * ``momentgen generate-truncation CONFIG [--degree M] [--out generated/NAME.py]``: write an
   importable module (and its .npz) for a configuration file;
-* ``momentgen solve CONFIG --json OUT [--degree M]``: integrate degrees M and M − 2 and
-  write the trajectory, status and validity horizon;
+* ``momentgen solve CONFIG --json OUT [--degree M] [--closure zero|quadrature|matrix-model]
+  [--size n]``: integrate with the chosen closure at two resolutions (degrees M and M − 2;
+  orders n and n − 1; sizes n and n/2) and write the trajectory, status, error estimate and
+  validity horizon;
 * ``momentgen simulate CONFIG --json OUT [--d D] [--seeds N]``: online SGD on the model's
   time axis (mean and spread over seeds);
 * ``momentgen compare CONFIG [--degrees 2,4,6,8] [--d 200,400] [--seeds N] [--out DIR]
-  [--scheduler tcp://…]``: theory per degree, SGD and matrix flow per d; writes
+  [--closures zero,quadrature,matrix-model] [--theory-init finite] [--scheduler tcp://…]``:
+  theory per degree and per closure, SGD and matrix flow per d; writes
   ``DIR/compare.png`` and ``DIR/compare.json`` (with a table of sup-errors).
 """
 
@@ -150,7 +153,7 @@ def _parser():
     solve = sub.add_parser("solve", help="integrate a truncation with its validity horizon")
     solve.add_argument("config", help="TOML configuration file")
     solve.add_argument("--json", required=True, help="output JSON path")
-    solve.add_argument("--degree", type=int, help="override [truncation] degree")
+    solve.add_argument("--degree", type=int, help="override [truncation] degree (quadrature: order n = (M - 1) // 2)")
     solve.add_argument("--closure", help="zero | quadrature | matrix-model (default: [truncation] closure)")
     solve.add_argument("--size", type=int, help="matrix-model size n (default: [truncation] size)")
     solve.set_defaults(run=_cmd_solve)
