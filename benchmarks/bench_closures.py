@@ -48,7 +48,8 @@ def row(closure, order, errors, estimate, seconds, T, ratio=None):
 
 
 def header(extra=""):
-    print(f"{'closure':>14s} {'order':>7s} {'err q':>9s} {'err t1':>9s} {'estimate':>9s} {'seconds':>9s} {'s/unit t':>9s} {extra}")
+    columns = ("err q", "err t1", "estimate", "seconds", "s/unit t")
+    print(f"{'closure':>14s} {'order':>7s} " + " ".join(f"{c:>9s}" for c in columns) + f" {extra}")
 
 
 def sup_error(series, exact):

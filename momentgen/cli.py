@@ -153,7 +153,8 @@ def _parser():
     solve = sub.add_parser("solve", help="integrate a truncation with its validity horizon")
     solve.add_argument("config", help="TOML configuration file")
     solve.add_argument("--json", required=True, help="output JSON path")
-    solve.add_argument("--degree", type=int, help="override [truncation] degree (quadrature: order n = (M - 1) // 2)")
+    solve.add_argument("--degree", type=int,
+                       help="override [truncation] degree (quadrature: order n = (M - 1) // 2)")  # fmt: skip
     solve.add_argument("--closure", help="zero | quadrature | matrix-model (default: [truncation] closure)")
     solve.add_argument("--size", type=int, help="matrix-model size n (default: [truncation] size)")
     solve.set_defaults(run=_cmd_solve)

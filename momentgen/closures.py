@@ -80,7 +80,8 @@ class _FlowClosure(Closure):
         start = time.perf_counter()
         fast = _fast_phase(config, potential, means, factors) if model.kind == "untied" else {}
         means = fast.get("m_star", means)  # the slow phase starts on the slaved branch the fast phase reached
-        fine, coarse = (self.run(config, r, potential, times, words, means, factors) for r in (fine_size, coarse_size))
+        fine, coarse = (self.run(config, resolution, potential, times, words, means, factors)
+                        for resolution in (fine_size, coarse_size))  # fmt: skip
         difference = np.max([np.abs(fine.series[w] - coarse.series[w]) / np.maximum(1.0, np.abs(fine.series[w]))
                              for w in words], axis=0)  # fmt: skip
         y = np.array([fine.series[w] for w in words]).T
@@ -168,13 +169,14 @@ class QuadratureClosure(_FlowClosure):
         oracle = None if factors is None else matrix_moments(model, factors)
         read = {c for w in words if len(w.split()) > 1 for c in parse(w, model.kind, model.K)}
         generators = set(driving_letters(model)) | read  # letters read only alone ride along
-        representation = initial_representation(model, config.inits(), n, moments=oracle, generators=generators)
+        representation = initial_representation(model, config.inits(), n, oracle, generators=generators)
         pairs = traciality_pairs(model)
         probes = [w for x, y in pairs for w in ((x, x, y), (x, y, x))]
         run = matrix_flow(model, potential, letter_parts(model.kind, representation), times=times, words=words,
                           gamma=config.section("model")["gamma"], means=means, letters=True, probes=probes)  # fmt: skip
         values = run.info.pop("probes")
-        run.info["error_series"] = {"traciality_defect": np.abs(values[:, 0::2] - values[:, 1::2]).max(axis=1).tolist()}
+        defect = np.abs(values[:, 0::2] - values[:, 1::2]).max(axis=1)
+        run.info["error_series"] = {"traciality_defect": defect.tolist()}
         return run
 
 

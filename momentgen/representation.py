@@ -63,7 +63,8 @@ class Representation:
 def jacobi_component(code, a, b):
     """One self-adjoint letter by its Jacobi matrix: diagonal ``a[0..n]``, off-diagonal ``b[1..n]``."""
     a = np.asarray(a, dtype=float)
-    J = np.diag(a) + np.diag(np.asarray(b, dtype=float)[: len(a) - 1], 1) + np.diag(np.asarray(b, dtype=float)[: len(a) - 1], -1)
+    off = np.asarray(b, dtype=float)[: len(a) - 1]
+    J = np.diag(a) + np.diag(off, 1) + np.diag(off, -1)
     return Component({code: J}, np.arange(len(a)))
 
 
@@ -218,7 +219,8 @@ def initial_representation(model, specs, n, moments=None, tol=1e-10, generators=
         elif model.kind == "tied":
             components.append(jacobi_component(codes[0], *free_poisson_jacobi(n, spec.width_ratio, spec.scale**2)))
         else:
-            oracle = lambda words, spec=spec: exact_moments(model, {**{j: spec for j in range(1, model.K + 1)}}, words)  # noqa: E731
+            same = {j: spec for j in range(1, model.K + 1)}  # only index k's letters are asked for
+            oracle = lambda words, same=same: exact_moments(model, same, words)  # noqa: E731
             spanning, passengers = split(codes)
             components.append(gram_component(spanning, alphabet.transpose, oracle, n, tol, passengers))
     return free_product(components, n, alphabet.size)
