@@ -290,14 +290,20 @@ class _PairGeometry:
         return SecondDerivatives(QQ, Qm, mm)
 
 
-def _psd_root(Q, name, state):
-    Q = 0.5 * (Q + Q.T)
-    w, V = np.linalg.eigh(Q)
+def _check_psd(w, name, Q1, Q2):
+    """Raise unless the eigenvalues ``w`` of ``name`` are ≥ 0 (to rounding); the message is
+    built only on failure (this runs at every evaluation)."""
     if w.min() < -1e-10 * max(1.0, np.abs(w).max()):
         raise PotentialError(
-            f"order parameters outside the feasible set: {name} has eigenvalue {w.min():.3g} < 0 at {state}; "
-            "q1 + q2 and q1 - q2 (tied: q; direct: Omega ± Psi) must be positive semi-definite"
-        )
+            f"order parameters outside the feasible set: {name} has eigenvalue {w.min():.3g} < 0 at "
+            f"Q1={Q1.tolist()}, Q2={Q2.tolist()}; q1 + q2 and q1 - q2 (tied: q; direct: Omega ± Psi) must be "
+            "positive semi-definite"
+        )  # fmt: skip
+
+
+def _psd_root(Q, name, Q1, Q2):
+    w, V = np.linalg.eigh(0.5 * (Q + Q.T))
+    _check_psd(w, name, Q1, Q2)
     return (V * np.sqrt(np.clip(w, 0, None))) @ V.T
 
 
@@ -343,10 +349,10 @@ class _Quadrature:
 
     def _factors(self, m, Q1, Q2):
         """Mean (p,) of G and, per term group, the covariance factor restricted to its directions."""
-        pairs, state = self.potential._pairs, f"Q1={Q1.tolist()}, Q2={Q2.tolist()}"
-        blocks = [np.kron(pairs.sym_root, _psd_root(Q1 + Q2, "Q1 + Q2", state))]
+        pairs = self.potential._pairs
+        blocks = [np.kron(pairs.sym_root, _psd_root(Q1 + Q2, "Q1 + Q2", Q1, Q2))]
         if pairs.anti_root.size and not np.array_equal(Q1, Q2):
-            blocks.append(np.kron(pairs.anti_root, _psd_root(Q1 - Q2, "Q1 - Q2", state)))
+            blocks.append(np.kron(pairs.anti_root, _psd_root(Q1 - Q2, "Q1 - Q2", Q1, Q2)))
         F = np.hstack(blocks)
         restricted = []
         for basis in self.features:
@@ -579,8 +585,8 @@ class _Wick:
 
     def evaluate(self, m, Q1, Q2, estimate_error):
         K = self.K
-        _psd_root(Q1 + Q2, "Q1 + Q2", f"Q1={Q1.tolist()}, Q2={Q2.tolist()}")
-        _psd_root(Q1 - Q2, "Q1 - Q2", f"Q1={Q1.tolist()}, Q2={Q2.tolist()}")
+        for name, Q in (("Q1 + Q2", Q1 + Q2), ("Q1 - Q2", Q1 - Q2)):
+            _check_psd(np.linalg.eigvalsh(0.5 * (Q + Q.T)), name, Q1, Q2)
         out = np.array(self._function(*m, *Q1.ravel(), *Q2.ravel()), dtype=float)
         dQ1, dQ2 = out[1 : 1 + K * K].reshape(K, K), out[1 + K * K : 1 + 2 * K * K].reshape(K, K)
         b = out[1 + 2 * K * K : 1 + 2 * K * K + K]
