@@ -63,17 +63,12 @@ class _FlowClosure(Closure):
 
     def solve(self, config, degree=None, size=None, factors=None):
         from .integrate import SolveResult, _to_json, last_time_within
-        from .potential import Potential
+        from .matrices import untied_means
         from .simulate import _reported
 
         model, integrate = config.model, config.section("integrate")
-        potential = Potential(config.loss(), model.kind, C=config.section("model")["C"],
-                              rtol=config.section("loss")["rtol"])  # fmt: skip
-        inits = config.inits()
-        means = None
-        if model.kind == "untied":
-            means = ([inits[k].mean for k in range(1, model.K + 1)] if factors is None
-                     else [np.sum(U * V) / np.sqrt(len(U)) for U, V in factors])  # fmt: skip
+        potential = config.potential()
+        means = config.initial_means() if factors is None or model.kind != "untied" else untied_means(factors)
         times = np.linspace(0.0, integrate["T"], integrate["points"])
         words = _reported(config)
         fine_size, coarse_size = self.resolutions(config, degree, size)

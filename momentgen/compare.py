@@ -56,15 +56,12 @@ def _sgd_task(config_raw, source, d, seed):
 
 def _flow_task(config_raw, source, d, seed):
     from .config import parse_config
-    from .potential import Potential
     from .simulate import _reported, initial_factors, matrix_flow
 
     config = parse_config(config_raw, source)
     model, integrate = config.model, config.section("integrate")
     factors = initial_factors(model, config.inits(), d, seed)  # the matrices the SGD run of this seed starts from
-    potential = Potential(config.loss(), model.kind, C=config.section("model")["C"],
-                          rtol=config.section("loss")["rtol"])  # fmt: skip
-    means = [config.inits()[k].mean for k in range(1, model.K + 1)] if model.kind == "untied" else None
+    potential, means = config.potential(), config.initial_means()
     times = np.linspace(0.0, integrate["T"], integrate["points"])
     start = time.perf_counter()
     result = matrix_flow(model, potential, factors, times=times, words=_reported(config),

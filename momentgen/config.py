@@ -115,6 +115,19 @@ class Config:
             options["activation"] = spec["activation"]
         return builtin(spec["builtin"], L=L, K=K, **options)
 
+    def potential(self):
+        """The `momentgen.potential.Potential` of the loss, model kind, [model] C and [loss] rtol."""
+        from .potential import Potential
+
+        return Potential(self.loss(), self.model.kind, C=self.raw["model"]["C"], rtol=self.raw["loss"]["rtol"])
+
+    def initial_means(self):
+        """Untied: the configured initial means m_k (list over k); other models: None."""
+        if self.model.kind != "untied":
+            return None
+        inits = self.inits()
+        return [inits[k].mean for k in range(1, self.model.K + 1)]
+
     def inits(self):
         """{k: InitSpec} for every index."""
         base = pathlib.Path(self.source).parent if self.source else pathlib.Path(".")

@@ -186,6 +186,7 @@ def solve_config(config, degree=None, factors=None):
     """
     from .hierarchy import build
     from .initial import empirical_moments
+    from .matrices import untied_means
     from .truncation import from_config
 
     integrate = config.section("integrate")
@@ -197,7 +198,7 @@ def solve_config(config, degree=None, factors=None):
         truncation, y0 = from_config(config, m, program=program, initial=initial, potential=potential)
         potential = truncation.potential  # one compiled integrand and calibrated rule for both degrees
         if factors is not None and config.model.kind == "untied":
-            truncation.m = np.array([np.sum(U * V) / np.sqrt(len(U)) for U, V in factors])
+            truncation.m = untied_means(factors)
         extra = {}
         if config.model.kind == "untied":
             times, means = truncation.fast_phase(y0, integrate["fast_T"])

@@ -15,7 +15,7 @@ import numpy as np
 from .errors import WordError
 from .words import check_model
 
-__all__ = ["letter_matrices", "trace_moments"]
+__all__ = ["letter_matrices", "trace_moments", "untied_means"]
 
 
 def letter_matrices(model, factors):
@@ -30,6 +30,11 @@ def letter_matrices(model, factors):
             out += [M, M.T, U @ U.T, V @ V.T]
         return out
     return [m for S in factors for m in (S, S.T)]
+
+
+def untied_means(factors):
+    """Untied pre-activation means ``m_k = Tr(U_k V_kᵀ)/√d`` of finite factors (array over k)."""
+    return np.array([np.sum(U * V) / np.sqrt(len(U)) for U, V in factors])
 
 
 def trace_moments(words, letters):

@@ -26,7 +26,7 @@ import sympy
 from .codegen import compile_pointwise
 from .flow import factor_velocities
 from .initial import sample_factors
-from .matrices import letter_matrices, trace_moments
+from .matrices import letter_matrices, trace_moments, untied_means
 from .words import canonical, parse
 
 __all__ = ["SimulationResult", "sgd", "matrix_flow", "simulate_config", "steps_for", "initial_factors"]
@@ -146,7 +146,7 @@ class _SGD:
                 self.factors[k] = decay * self.factors[k] - self.lr * grad
 
     def means(self):
-        return np.array([np.sum(U * V) / np.sqrt(self.d) for U, V in self.factors]) if self.kind == "untied" else None
+        return untied_means(self.factors) if self.kind == "untied" else None
 
 
 def sgd(model, loss, inits, *, d, lr, batch, times, words, gamma=0.0, C=None, seed=0, factors=None, progress=None,
@@ -275,8 +275,7 @@ def matrix_flow(model, potential, factors, *, times, words, gamma=0.0, rtol=1e-9
                        for i in range(len(run.t))])  # fmt: skip
     series = {w: values[:, i] for i, w in enumerate(texts)}
     d = (factors[0][0] if grouped else factors[0]).shape[0]
-    info = {"nfev": run.nfev, "final": unpack(run.y[:, -1]), "probes": values[:, len(codes) :]}
-    return SimulationResult(run.t, series, d, info=info)
+    return SimulationResult(run.t, series, d, info={"nfev": run.nfev, "probes": values[:, len(codes) :]})
 
 
 def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41):

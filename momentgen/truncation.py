@@ -266,15 +266,13 @@ def from_config(config, degree=None, program=None, initial=None, potential=None)
     """
     from .hierarchy import build
     from .initial import empirical_moments, exact_moments, sample_factors
-    from .potential import Potential
 
     model = config.model
     degree = config.section("truncation")["degree"] if degree is None else degree
     if program is None:
         program = build(model, degree, config.section("truncation")["observables"])
-    loss_table, model_table = config.section("loss"), config.section("model")
     if potential is None:
-        potential = Potential(config.loss(), model.kind, C=model_table["C"], rtol=loss_table["rtol"])
+        potential = config.potential()
     inits = config.inits()
     if initial is not None:
         y0 = np.asarray(initial, dtype=float)
@@ -283,8 +281,7 @@ def from_config(config, degree=None, program=None, initial=None, potential=None)
         y0 = empirical_moments(model, sample_factors(model, inits, d, seed=0), program.word_codes)
     else:
         y0 = exact_moments(model, inits, program.word_codes)
-    means = [inits[k].mean for k in range(1, model.K + 1)] if model.kind == "untied" else None
-    return Truncation(program, potential, model_table["gamma"], means=means), y0
+    return Truncation(program, potential, config.section("model")["gamma"], means=config.initial_means()), y0
 
 
 def _file_dimension(model, inits):
