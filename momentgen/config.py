@@ -27,7 +27,7 @@ nearest valid key::
     scale_V = 1.0          # untied V_k
     c = 1.0                # identity: S_k = c I
     path = "S.npz"         # from-file: arrays W or S (tied), U and V (untied), S (direct)
-    mean = 0.0             # untied: initial pre-activation mean m_k = Tr(M_k)/√d
+    mean = 0.0             # untied: initial pre-activation mean m_k = Tr(M_k)/√d (from-file: the file's)
 
     [truncation]
     degree = 8             # truncation degree M (quadrature: exact to degree M, order n = ⌊(M−1)/2⌋) (required)
@@ -59,9 +59,12 @@ import pathlib
 import tomllib
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .errors import ModelError, MomentgenError
 from .hierarchy import Model
-from .initial import InitSpec
+from .initial import InitSpec, initial_factors, load_factors
+from .matrices import untied_means
 from .losses import builtin, parse_expression
 
 __all__ = ["Config", "ConfigError", "load_config", "parse_config"]
@@ -75,7 +78,7 @@ _SCHEMA = {
     "model": {"kind": None, "L": 1, "K": None, "trainable": None, "gamma": 0.0, "C": None},
     "loss": {"builtin": None, "expression": None, "activation": "h1", "student": [1], "teacher": [2], "rtol": 1e-8},
     "init": {"kind": "gaussian", "width_ratio": 1.0, "scale": 1.0, "scale_U": 1.0, "scale_V": 1.0, "c": 1.0,
-             "path": None, "mean": 0.0},
+             "path": None, "mean": None},
     "truncation": {"degree": None, "observables": "all", "closure": "zero", "size": 400},
     "integrate": {"T": None, "points": 51, "method": "LSODA", "rtol": 1e-8, "atol": 1e-10, "validity_tol": 1e-4,
                   "fast_T": 20.0},
@@ -122,11 +125,33 @@ class Config:
         return Potential(self.loss(), self.model.kind, C=self.raw["model"]["C"], rtol=self.raw["loss"]["rtol"])
 
     def initial_means(self):
-        """Untied: the configured initial means m_k (list over k); other models: None."""
+        """Untied: the initial means m_k (array over k) — configured, or a file's own value; else None."""
         if self.model.kind != "untied":
             return None
-        inits = self.inits()
-        return [inits[k].mean for k in range(1, self.model.K + 1)]
+        factors = self.start_factors()
+        if factors is not None:
+            return untied_means(factors)
+        return np.array([spec.configured_mean for _, spec in sorted(self.inits().items())])
+
+    def file_dimension(self):
+        """d of the matrices of the first ``from-file`` init, or None when every init has a d = ∞ law."""
+        for _, spec in sorted(self.inits().items()):
+            if spec.kind == "from-file":
+                factor = load_factors(self.model, spec.path)
+                return (factor[0] if isinstance(factor, tuple) else factor).shape[0]
+        return None
+
+    def start_factors(self):
+        """The finite-d matrices the theory starts from when an init is read from a file (the
+        other indices drawn at the file's d as the SGD run of the first ``[sgd]`` seed draws
+        them); None when every init has a d = ∞ law. Cached: the files are read once."""
+        if "_start" not in self.__dict__:
+            d = self.file_dimension()
+            factors = None if d is None else initial_factors(self.model, self.inits(), d, self.raw["sgd"]["seeds"][0])
+            if factors is not None and self.model.kind == "untied":
+                _check_file_means(self.inits(), untied_means(factors))
+            object.__setattr__(self, "_start", factors)
+        return self.__dict__["_start"]
 
     def inits(self):
         """{k: InitSpec} for every index."""
@@ -138,6 +163,16 @@ class Config:
                 table["path"] = str(base / table["path"])
             out[int(k)] = InitSpec(**table)
         return out
+
+
+def _check_file_means(inits, means):
+    """An explicit `mean` of a from-file untied init must be the file's own Tr(M_k)/√d."""
+    for k, spec in sorted(inits.items()):
+        file_mean = means[k - 1]
+        if spec.kind == "from-file" and spec.mean is not None and not np.isclose(spec.mean, file_mean, rtol=1e-9,
+                                                                                 atol=1e-9):  # fmt: skip
+            raise ConfigError(f"[init.{k}] mean = {spec.mean:.6g} contradicts the file {spec.path!r}, whose "
+                              f"Tr(M_{k})/√d = {file_mean:.6g}: drop `mean` (the file's value is used) or fix the file")
 
 
 def load_config(path):

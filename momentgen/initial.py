@@ -27,8 +27,8 @@ import numpy as np
 from .errors import ModelError
 from .matrices import letter_matrices, trace_moments
 
-__all__ = ["InitSpec", "exact_moments", "empirical_moments", "sample_factors", "load_factors", "law_factors",
-           "free_poisson_quantiles"]
+__all__ = ["InitSpec", "exact_moments", "empirical_moments", "sample_factors", "initial_factors", "load_factors",
+           "law_factors", "free_poisson_quantiles", "shift_to_mean"]
 
 INIT_KINDS = ("gaussian", "identity", "from-file")
 
@@ -44,7 +44,8 @@ class InitSpec:
     scale_V: float = 1.0
     c: float = 1.0
     path: str = None
-    mean: float = 0.0  # untied only: m_k = Tr(M_k)/√d at the start (an O(1) shift of M_k)
+    mean: float = None  # untied only: m_k = Tr(M_k)/√d at the start; None: not set (d = ∞: 0; a draw
+    # keeps its own O(1/√d) value; a file its own value)
 
     def __post_init__(self):
         if self.kind not in INIT_KINDS:
@@ -55,6 +56,13 @@ class InitSpec:
                 raise ModelError(f"init `{name}` must be a positive number, got {value!r}")
         if self.kind == "from-file" and not self.path:
             raise ModelError("init kind 'from-file' needs `path` (an .npz of finite-d matrices)")
+        if self.mean is not None and not (isinstance(self.mean, (int, float)) and np.isfinite(self.mean)):
+            raise ModelError(f"init `mean` must be a finite number, got {self.mean!r}")
+
+    @property
+    def configured_mean(self):
+        """The untied mean m_k this spec asks for at the start (0 unless given)."""
+        return 0.0 if self.mean is None else float(self.mean)
 
 
 # ---- exact d = ∞ moments -------------------------------------------------------------------
@@ -163,10 +171,39 @@ def sample_factors(model, specs, d, seed):
             factors.append(rng.standard_normal((d, width)) * spec.scale / np.sqrt(d))
         elif model.kind == "untied":
             U = rng.standard_normal((d, width)) * spec.scale_U / np.sqrt(d)
-            factors.append((U, rng.standard_normal((d, width)) * spec.scale_V / np.sqrt(d)))
+            V = rng.standard_normal((d, width)) * spec.scale_V / np.sqrt(d)
+            factors.append((U, V) if spec.mean is None else shift_to_mean(U, V, spec.mean))
         else:
             factors.append(rng.standard_normal((d, d)) * spec.scale / np.sqrt(d))
     return factors
+
+
+def shift_to_mean(U, V, mean):
+    """Untied factors moved to the pre-activation mean ``Tr(U Vᵀ)/√d = mean``.
+
+    The move is the fast phase's own direction (MATH.md §4): ``U ← U + εV``, ``V ← V + εU``
+    shifts ``M = U Vᵀ`` by ``ε(A + B) + ε² Mᵀ``, with ε the root of that quadratic nearest 0;
+    ε = O(mean/√d), so the normalised moments change by O(1/d) only.
+    """
+    d = len(U)
+    current, spread = np.sum(U * V), np.sum(U * U) + np.sum(V * V)
+    target = mean * np.sqrt(d)
+    if current == target:
+        return U, V
+    roots = np.roots([current, spread, current - target])
+    real = roots[np.abs(roots.imag) < 1e-12 * max(1.0, np.abs(roots).max())].real
+    if not real.size:
+        raise ModelError(f"cannot shift untied factors to mean {mean}: Tr(M)/√d can reach "
+                         f"{(current - spread**2 / (4 * current)) / np.sqrt(d):.3g} at most; lower |mean| or raise the scales")  # fmt: skip
+    epsilon = real[np.argmin(np.abs(real))]
+    return U + epsilon * V, V + epsilon * U
+
+
+def initial_factors(model, inits, d, seed):
+    """The finite-d matrices an SGD run with ``seed`` starts from (shared with the matrix flow
+    and with the theory started from finite matrices)."""
+    init_seed = np.random.SeedSequence(seed).spawn(2)[0]
+    return sample_factors(model, inits, d, seed=int(init_seed.generate_state(1)[0]))
 
 
 def _identity_factor(kind, c, d):
@@ -265,7 +302,8 @@ def law_factors(model, specs, n, seed=0):
             continue
         width = n if model.kind == "direct" else max(1, int(round(spec.width_ratio * n)))
         if model.kind == "untied":
-            factors.append((gaussian(spec.scale_U, width), gaussian(spec.scale_V, width)))
+            U, V = gaussian(spec.scale_U, width), gaussian(spec.scale_V, width)
+            factors.append((U, V) if spec.mean is None else shift_to_mean(U, V, spec.mean))
         else:
             factors.append(gaussian(spec.scale, width))
     return factors

@@ -14,9 +14,9 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.integrate import solve_ivp
 
 from .errors import MomentgenError, PotentialError
+from .stepper import Event, integrate
 
 __all__ = ["SolveResult", "solve", "validity_horizon", "last_time_within", "solve_config"]
 
@@ -58,12 +58,14 @@ def _radius(y, lengths):
 
 def _min_feasibility_eigenvalue(truncation, y):
     """Smallest eigenvalue of Q1 ± Q2 (tied: q; untied: q⁽¹⁾ ± q⁽²⁾; direct: Ω ± Ψ) at ``y``."""
-    state = truncation.state(y)
-    if "q" in state:
-        Q1 = Q2 = state["q"]
-    else:
-        Q1, Q2 = (state["q1"], state["q2"]) if "q1" in state else (state["Omega"], state["Psi"])
+    Q1, Q2 = truncation.order_parameters(y)
     return min(np.linalg.eigvalsh(0.5 * (A + A.T)).min() for A in (Q1 + Q2, Q1 - Q2))
+
+
+def _student_size(truncation, y):
+    """Untied: min_k D_k = t^A_k + t^B_k over trainable k (β ∝ 1/D_k is singular at 0); else +inf."""
+    D = truncation.bias_denominators(y)
+    return D.min() if D.size else np.inf
 
 
 def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, blowup_factor=8.0):
@@ -91,63 +93,31 @@ def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, b
     lengths = program.lengths.astype(float)
     bound = blowup_factor * max(_radius(y0, lengths), 1e-12)
     scale = max(np.abs(y0[lengths == 2]).max(initial=0.0), 1e-12)
+    collapse = _student_size(truncation, y0)
 
-    def blowup(t, y):
-        return bound - _radius(y, lengths)
-
-    def infeasible(t, y):
-        return _min_feasibility_eigenvalue(truncation, y) + 1e-9 * scale
-
-    blowup.terminal = infeasible.terminal = True
+    events = (
+        Event(lambda t, y: bound - _radius(y, lengths), "blowup",
+              f"a moment exceeded the spectral bound {bound:.3g} (blowup_factor × initial radius); "
+              "the truncation is not valid beyond"),
+        Event(lambda t, y: _min_feasibility_eigenvalue(truncation, y) + 1e-9 * scale, "left-feasible-set",
+              "the order parameters left the PSD cone; the truncation is not valid beyond"),
+        Event(lambda t, y: _student_size(truncation, y) - 1e-3 * collapse, "left-feasible-set",
+              "the student collapsed: t^A + t^B fell below 1e-3 of its initial value (beta = -psi/D is "
+              "singular at 0); the truncation is not valid beyond"),
+    )  # fmt: skip
     if method == "LSODA" and len(y0) > LSODA_MAX_WORDS:
         warnings.warn(f"LSODA keeps a dense {len(y0)}×{len(y0)} Jacobian ({8 * len(y0) ** 2 / 2**30:.1f} GiB); "
                       "integrating with DOP853 instead (pass method='Radau' or 'BDF' for the sparse Jacobian)",
                       stacklevel=2)  # fmt: skip
         method = "DOP853"
     grid = np.linspace(0.0, T, points)
-    options = {"method": method, "rtol": rtol, "atol": atol, "events": (blowup, infeasible)}
-    if method in METHODS_WITH_JACOBIAN:
-        options["jac"] = truncation.jac
     start = time.perf_counter()
-    try:  # one pass over the whole grid: the common case, cheapest
-        ys, status, message, t_stop, nfev = _integrate(truncation.rhs, y0, grid, [0.0, T], options, bound)
-    except PotentialError:
-        # a trial stage stepped outside the feasible set: redo interval by interval so that the
-        # result keeps every grid point reached before the stop
-        ys, status, message, t_stop, nfev = _integrate(truncation.rhs, y0, grid, grid, options, bound)
-    return SolveResult(grid[: len(ys)], np.array(ys), list(program.words), status, message, t_stop,
-                       program.model.time_scale, program.degree, method, nfev, time.perf_counter() - start)  # fmt: skip
-
-
-def _integrate(rhs, y0, grid, edges, options, bound):
-    """Integrate piece by piece between ``edges``, recording the states at the ``grid`` points."""
-    ys, status, message, nfev, t_stop, step = [y0], "ok", "reached the horizon", 0, 0.0, None
-    for a, b in zip(edges[:-1], edges[1:]):
-        inside = grid[(grid > a) & (grid <= b)]
-        try:
-            run = solve_ivp(rhs, (a, b), ys[-1], t_eval=inside, first_step=step and min(step, b - a), **options)
-        except PotentialError as error:
-            if len(edges) == 2:
-                raise
-            status, message = "left-feasible-set", f"stopped after t = {a:.6g}: {error}"
-            break
-        nfev += run.nfev
-        values = np.asarray(run.y, dtype=float).reshape(len(y0), -1)  # scipy gives [] when no output time was reached
-        good = np.all(np.isfinite(values), axis=0)
-        ys.extend(values[:, good].T)
-        if run.status == 1:
-            status = "blowup" if run.t_events[0].size else "left-feasible-set"
-            t_stop = float(run.t_events[0][0] if run.t_events[0].size else run.t_events[1][0])
-            why = (f"a moment exceeded the spectral bound {bound:.3g} (blowup_factor × initial radius)"
-                   if status == "blowup" else "the order parameters left the PSD cone")  # fmt: skip
-            message = f"{status} at t = {t_stop:.6g}: {why}; the truncation is not valid beyond"
-            break
-        if not run.success or not good.all():
-            status, message = "failed", f"integrator failed after t = {a:.6g}: {run.message}"
-            break
-        t_stop = float(b)
-        step = float(np.diff(run.t)[-1]) if len(run.t) > 1 else None
-    return ys, status, message, t_stop, nfev
+    track = (lambda t, y: truncation.track(y)) if program.model.kind == "untied" else None
+    run = integrate(truncation.rhs, y0, grid, method=method, rtol=rtol, atol=atol,
+                    jac=truncation.jac if method in METHODS_WITH_JACOBIAN else None, events=events, on_step=track,
+                    recoverable=(PotentialError,), recoverable_status="left-feasible-set")  # fmt: skip
+    return SolveResult(run.t, run.y, list(program.words), run.status, run.message, run.t_stop,
+                       program.model.time_scale, program.degree, method, run.nfev, time.perf_counter() - start)  # fmt: skip
 
 
 def validity_horizon(fine, coarse, words, tol, closed=False):
@@ -187,7 +157,7 @@ def solve_config(config, degree=None, factors=None):
     from .hierarchy import build
     from .initial import empirical_moments
     from .matrices import untied_means
-    from .truncation import from_config
+    from .truncation import Branch, from_config
 
     integrate = config.section("integrate")
     M = config.section("truncation")["degree"] if degree is None else degree
@@ -198,7 +168,7 @@ def solve_config(config, degree=None, factors=None):
         truncation, y0 = from_config(config, m, program=program, initial=initial, potential=potential)
         potential = truncation.potential  # one compiled integrand and calibrated rule for both degrees
         if factors is not None and config.model.kind == "untied":
-            truncation.m = untied_means(factors)
+            truncation.branch = Branch(untied_means(factors))
         extra = {}
         if config.model.kind == "untied":
             times, means = truncation.fast_phase(y0, integrate["fast_T"])

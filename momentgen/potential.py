@@ -29,6 +29,7 @@ Two ways to compute them, chosen by `Potential` (``method="auto"``):
   estimate (its distance to the next-coarser rule).
 """
 
+import contextlib
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
@@ -145,6 +146,32 @@ class Potential:
             raise PotentialError(f"Phi of loss {self.loss.name!r} is not finite at m={m.tolist()}, "
                                  f"Q1={Q1.tolist()}, Q2={Q2.tolist()}: check the loss and the state")  # fmt: skip
         return value
+
+    @contextlib.contextmanager
+    def frozen(self):
+        """Within the block the quadrature level does not change: Φ is a pure, smooth function of
+        the state (what an ODE solver needs). Far states met meanwhile are checked by `audit`."""
+        backend = self._backend
+        saved = getattr(backend, "frozen", None)
+        backend.frozen = True
+        try:
+            yield self
+        finally:
+            backend.frozen = saved
+
+    def audit(self):
+        """Check, at the current level, the far states met while frozen; raise the level where the
+        rule misses rtol. True when the level stood (the results computed while frozen hold)."""
+        return self._backend.audit() if self.method == "quadrature" else True
+
+    def accuracy_report(self):
+        """How accurate Φ and its derivatives were: method, level, rtol and the largest relative
+        change between levels L − 1 and L at any state checked (0 on the exact path)."""
+        if self.method == "exact":
+            return {"method": "exact", "level": None, "rtol": self.rtol, "accuracy": 0.0}
+        backend = self._backend
+        return {"method": "quadrature", "level": backend.level, "rtol": self.rtol,
+                "accuracy": float(backend.accuracy), "states_checked": len(backend.verified)}  # fmt: skip
 
     def second_derivatives(self, *, q=None, m=None, q1=None, q2=None, Omega=None, Psi=None):
         """Second derivatives of Φ at a state, for Jacobians (`SecondDerivatives`).
@@ -337,6 +364,11 @@ class _Quadrature:
         self.upper = np.triu_indices(self.p)
         self.features = [self._feature_basis(g) for g in range(len(self.groups))]
         self.level = potential.level
+        self.fixed = potential.level is not None  # a level the user fixed is never changed
+        self.frozen = False
+        self.verified = []  # signatures of the states where the level was checked
+        self.pending = []  # far states met while frozen: (signature, mean, factors)
+        self.accuracy = 0.0  # largest relative change level − 1 → level seen at a checked state
 
     def _feature_basis(self, group):
         """Orthonormal basis (p, f) of the directions a term depends on: the span of its ∇ at random points."""
@@ -399,8 +431,7 @@ class _Quadrature:
 
     def second(self, m, Q1, Q2):
         mean, factors = self._factors(m, Q1, Q2)
-        if self.level is None:
-            self.level = self._calibrate(mean, factors)
+        self._control(mean, factors)
         jet = self._jet_kernel()
         _, _, hess = self._moments(mean, factors, self.level)
         out = 0
@@ -412,28 +443,87 @@ class _Quadrature:
         fourth = _symmetric_tensor(out[n3:], self._combos4, self.p, 4)
         return self.potential._pairs.contract_second(hess, third, fourth, self.potential.K)
 
-    def _calibrate(self, mean, factors):
-        """Lowest level whose result changes by < rtol at the next level."""
-        previous, level = self._value(mean, factors, 1), 2
+    # ---- error control along the path ------------------------------------------------------
+    # The rule is calibrated at the first state. A state is *near* a checked one when every
+    # singular value of its covariance factors and its mean are within 20 % of that state's:
+    # the trapezoidal rule's accuracy depends on the state only through them. At a far state
+    # the level is checked (levels L − 1 and L must agree to rtol) and raised when it fails,
+    # unless the potential is frozen (a run in progress, whose right-hand side must stay a pure
+    # function of the state): then the state is kept for `audit`, which checks it afterwards.
+
+    def _signature(self, mean, factors):
+        return np.concatenate([np.linalg.svd(F, compute_uv=False) for F in factors] + [[np.abs(mean).max(initial=0)]])
+
+    def _near(self, signature, others):
+        floor = 0.05 * max(1.0, float(signature.max(initial=0)))
+        return any(np.all(np.abs(signature - v) <= 0.2 * np.maximum(np.abs(v), floor)) for v in others)
+
+    def _control(self, mean, factors):
+        """Calibrate at the first state; check (or, frozen, remember) states far from the checked ones."""
+        if self.level is None:
+            self.level = self._calibrate(mean, factors, 2)
+            self.verified.append(self._signature(mean, factors))
+            return
+        if self.fixed:
+            return
+        signature = self._signature(mean, factors)
+        if self._near(signature, self.verified):
+            return
+        if self.frozen:
+            if not self._near(signature, [p[0] for p in self.pending]):
+                self.pending.append((signature, mean, factors))
+            return
+        self._check(signature, mean, factors)
+
+    def _check(self, signature, mean, factors):
+        """Keep the level if levels L − 1 and L agree to rtol at this state, else raise it. True if kept."""
+        change = self._change(mean, factors, self.level)
+        kept = change <= self.potential.rtol
+        if kept:
+            self.accuracy = max(self.accuracy, change)
+        else:
+            self.level = self._calibrate(mean, factors, self.level + 1)
+        self.verified.append(signature)
+        return kept
+
+    def audit(self):
+        """Check the far states met while frozen; raise the level where needed. True if it stood."""
+        pending, self.pending = self.pending, []
+        return all([self._check(*p) for p in pending])
+
+    def _change(self, mean, factors, level):
+        """Relative error of ``level`` from the changes c between levels L − 2, L − 1, L: the change
+        ``c_L`` itself, or — where the trapezoidal rule converges slowly (geometric rate
+        ``ρ = c_L/c_{L−1}`` above ½) — its geometric tail ``c_L ρ/(1 − ρ)`` (softmax at
+        q = [[6, 2], [2, 5]]: ρ ≈ 0.58, where the plain change is 1.4× below the error)."""
+        values = [self._value(mean, factors, lv) for lv in (level - 2, level - 1, level)]
+        scale = _scale(values[-1])
+        if not np.isfinite(scale):
+            return 0.0  # evaluate() reports the non-finite value with the state
+        older, change = (_difference(a, b) / scale for a, b in zip(values[:-1], values[1:]))
+        rate = change / older if older > 0 else 0.0
+        return change * max(1.0, rate / (1 - rate) if rate < 0.9 else 10.0)
+
+    def _calibrate(self, mean, factors, start):
+        """Lowest level ≥ ``start`` whose result changes by < rtol from the level below."""
         dim = max(F.shape[1] for F in factors)
+        level = max(3, start)
         while True:
-            current = self._value(mean, factors, level)
-            if not np.isfinite(_scale(current)):
-                return level  # evaluate() reports the non-finite value with the state
-            change = _difference(previous, current) / _scale(current)
+            change = self._change(mean, factors, level)
             if change <= self.potential.rtol:
+                self.accuracy = max(self.accuracy, change)
                 return level
             if len(_rule(dim, level + 1)[1]) > _MAX_POINTS or level >= _MAX_LEVEL:
                 warnings.warn(f"quadrature for loss {self.potential.loss.name!r} stopped at level {level} "
                               f"(dimension {dim}) short of rtol={self.potential.rtol:g}: relative change "
                               f"{change:.2g}", stacklevel=4)  # fmt: skip
+                self.accuracy = max(self.accuracy, change)
                 return level
-            previous, level = current, level + 1
+            level += 1
 
     def evaluate(self, m, Q1, Q2, estimate_error):
         mean, factors = self._factors(m, Q1, Q2)
-        if self.level is None:
-            self.level = self._calibrate(mean, factors)
+        self._control(mean, factors)
         value = self._value(mean, factors, self.level)
         if estimate_error:  # the next-coarser rule's distance: a conservative error estimate
             value.error = _difference(self._value(mean, factors, self.level - 1), value) if self.level > 1 else np.inf

@@ -25,7 +25,7 @@ import sympy
 
 from .codegen import compile_pointwise
 from .flow import factor_velocities
-from .initial import sample_factors
+from .initial import initial_factors
 from .matrices import letter_matrices, trace_moments, untied_means
 from .words import canonical, parse
 
@@ -46,12 +46,6 @@ class SimulationResult:
     steps: np.ndarray = None
     means: np.ndarray = None
     info: dict = field(default_factory=dict)
-
-
-def initial_factors(model, inits, d, seed):
-    """The finite-d matrices an SGD run with ``seed`` starts from (shared with the matrix flow)."""
-    init_seed = np.random.SeedSequence(seed).spawn(2)[0]
-    return sample_factors(model, inits, d, seed=int(init_seed.generate_state(1)[0]))
 
 
 def steps_for(kind, times, d, lr):
@@ -209,32 +203,28 @@ def sgd(model, loss, inits, *, d, lr, batch, times, words, gamma=0.0, C=None, se
 
 
 def matrix_flow(model, potential, factors, *, times, words, gamma=0.0, rtol=1e-9, atol=1e-11, means=None,
-                letters=False, probes=()):
+                vector_state=False, probes=()):
     """Integrate the population gradient flow of finite-d factors; measure ``words`` at ``times``.
 
     The coefficients come from Φ at the matrices' own order parameters (untied: with the
     slaved mean m*(q) and the trace-conserving β′ of MATH.md §4). Deterministic and free
     of truncation: the finite-d reference between SGD and the hierarchy.
 
-    ``letters=True``: ``factors`` are instead the letter parts of a truncated GNS
-    representation (layout of `momentgen.flow.letters_of_parts`), moved by
-    `momentgen.flow.letter_flow` and read through its state vector
-    (`momentgen.representation.vector_moments`) — the quadrature closure (MATH.md §8).
+    ``vector_state=True``: ``factors`` are the factors of a truncated GNS representation
+    (`momentgen.representation.factor_parts`), moved by the same flow and read through its
+    state vector (`momentgen.representation.vector_moments`) instead of ``(1/d) Tr`` — the
+    quadrature closure (MATH.md §8).
     ``probes``: code tuples measured as they are (not canonicalised; for a state that is not
     tracial their rotations differ), returned as ``info["probes"]`` of shape (times, probes).
     """
-    from scipy.integrate import solve_ivp
-
-    from .flow import letter_flow, letters_of_parts
+    from .stepper import integrate
     from .hierarchy import build
     from .representation import vector_moments
     from .truncation import Truncation
 
     kind, K = model.kind, model.K
-    if letters:
-        letters_of, moments_of, velocities_of = letters_of_parts, vector_moments, letter_flow
-    else:
-        letters_of, moments_of, velocities_of = letter_matrices, trace_moments, factor_velocities
+    letters_of, velocities_of = letter_matrices, factor_velocities
+    moments_of = vector_moments if vector_state else trace_moments
     program = build(model, 2, [])  # the order parameters and β's words
     truncation = Truncation(program, potential, gamma, means=means)
     texts, codes = _word_codes(kind, K, words)
@@ -257,6 +247,9 @@ def matrix_flow(model, potential, factors, *, times, words, gamma=0.0, rtol=1e-9
     def pack(items):
         return np.concatenate([np.ravel(p) for k in trainable for p in (items[k] if grouped else (items[k],))])
 
+    def order_parameters(vector):
+        return moments_of(program.word_codes, letters_of(kind, unpack(vector)))
+
     def velocity(t, vector):
         current = unpack(vector)
         mu = moments_of(program.word_codes, letters_of(kind, current))
@@ -268,11 +261,11 @@ def matrix_flow(model, potential, factors, *, times, words, gamma=0.0, rtol=1e-9
         return pack(velocities_of(model, current, coefficients))
 
     times = np.asarray(times, dtype=float)
-    run = solve_ivp(velocity, (times[0], times[-1]), pack(factors), t_eval=times, method="DOP853", rtol=rtol, atol=atol)
-    if not run.success:
+    track = (lambda t, vector: truncation.track(order_parameters(vector))) if kind == "untied" else None
+    run = integrate(velocity, pack(factors), times, method="DOP853", rtol=rtol, atol=atol, on_step=track)
+    if run.status != "ok":
         raise RuntimeError(f"matrix flow failed: {run.message}")
-    values = np.array([moments_of(codes + list(probes), letters_of(kind, unpack(run.y[:, i])))
-                       for i in range(len(run.t))])  # fmt: skip
+    values = np.array([moments_of(codes + list(probes), letters_of(kind, unpack(vector))) for vector in run.y])
     series = {w: values[:, i] for i, w in enumerate(texts)}
     d = (factors[0][0] if grouped else factors[0]).shape[0]
     return SimulationResult(run.t, series, d, info={"nfev": run.nfev, "probes": values[:, len(codes) :]})

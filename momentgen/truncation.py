@@ -12,6 +12,7 @@ phase then uses the slaved mean ``m = m*(q)`` (MATH.md §4).
 """
 
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse
@@ -19,7 +20,19 @@ import scipy.sparse
 from ._kernel import apply_program
 from .errors import PotentialError
 
-__all__ = ["Truncation"]
+__all__ = ["Truncation", "Branch"]
+
+
+@dataclass
+class Branch:
+    """The explicit state a run carries besides y: the warm start of the untied slaved mean m*(q).
+
+    The right-hand side reads it and never writes it, so ``rhs(t, y)`` is a pure function of
+    ``(t, y)`` between two calls of `Truncation.track`, which the solver makes after each
+    accepted step to follow the branch of m* the run is on (MATH.md §4: m* can bifurcate).
+    """
+
+    m: np.ndarray
 
 
 class Truncation:
@@ -49,24 +62,42 @@ class Truncation:
         self._slot = {s.name: i for i, s in enumerate(program.symbols)}
         self._layout = _layout(program)
         K = self.model.K
-        self.m = np.zeros(K) if means is None else np.asarray(means, float).reshape(K)
+        self.branch = Branch(np.zeros(K) if means is None else np.asarray(means, float).reshape(K).copy())
         self.trainable = list(self.model.trainable)
 
     # ---- order parameters and coefficients -------------------------------------------------
-    def state(self, y):
-        """The potential's arguments at moments ``y`` (q; or m, q1, q2; or Omega, Psi)."""
+    @property
+    def m(self):
+        """The untied means of the branch the run is on (see `Branch`)."""
+        return self.branch.m
+
+    def slaved_mean(self, y):
+        """Untied: m*(q(y)) by Newton from the branch's warm start (pure: the branch is not changed)."""
+        L = self._layout
+        return self.potential.m_star(y[L["q1"]], y[L["q2"]], self.branch.m, self.trainable)
+
+    def track(self, y):
+        """Follow the branch of m* to the state ``y`` (untied; called by the solver after each step)."""
+        if self.model.kind == "untied":
+            self.branch = Branch(self.slaved_mean(y))
+
+    def state(self, y, m=None):
+        """The potential's arguments at moments ``y`` (q; or m*, q1, q2; or Omega, Psi)."""
         L = self._layout
         if self.model.kind == "tied":
             return {"q": y[L["q"]]}
         if self.model.kind == "direct":
             return {"Omega": y[L["Omega"]], "Psi": y[L["Psi"]]}
-        return {"m": self.m, "q1": y[L["q1"]], "q2": y[L["q2"]]}
+        return {"m": self.slaved_mean(y) if m is None else m, "q1": y[L["q1"]], "q2": y[L["q2"]]}
+
+    def order_parameters(self, y):
+        """(Q1, Q2) at moments ``y``: tied (q, q); untied (q⁽¹⁾, q⁽²⁾); direct (Ω, Ψ) — no m* needed."""
+        L = self._layout
+        keys = {"tied": ("q", "q"), "untied": ("q1", "q2"), "direct": ("Omega", "Psi")}[self.model.kind]
+        return tuple(y[L[k]] for k in keys)
 
     def coefficients(self, y):
-        """Coefficient values in program symbol order at moments ``y`` (untied: updates m*)."""
-        if self.model.kind == "untied":
-            q1, q2 = y[self._layout["q1"]], y[self._layout["q2"]]
-            self.m = self.potential.m_star(q1, q2, self.m, self.trainable)
+        """Coefficient values in program symbol order at moments ``y`` (a pure function of ``y``)."""
         value = self.potential.evaluate(**self.state(y))
         named = value.coefficients(self.model.kind, self.trainable)
         named["gamma"] = self.gamma
@@ -76,6 +107,13 @@ class Truncation:
         for name, i in self._slot.items():
             c[i] = named[name]
         return c
+
+    def bias_denominators(self, y):
+        """Untied: ``D_k = t^A_k + t^B_k`` for the trainable k (array; empty for other models)."""
+        if self.model.kind != "untied":
+            return np.zeros(0)
+        L, idx = self._layout, np.array(self.trainable) - 1
+        return y[L["tA"][idx]] + y[L["tB"][idx]]
 
     def _betas(self, y, value):
         """β_k = −ψ_k / D_k, ψ_k = 2 Σ_{l,r} a⁽ʳ⁾_kl [μ(M_l⁽ʳ⁾ B_k) + μ(A_k M_l⁽ʳ⁾)], D_k = t^A_k + t^B_k."""
@@ -123,7 +161,8 @@ class Truncation:
         L, K, kind = self._layout, self.model.K, self.model.kind
         columns = self._coefficient_columns()
         where = {int(col): j for j, col in enumerate(columns)}
-        second = self.potential.second_derivatives(**self.state(y))
+        state = self.state(y)
+        second = self.potential.second_derivatives(**state)
         # dQ[r, k, l, j]: derivative of ∂Φ/∂Q(r+1)_kl by the state word columns[j]
         dQ = np.zeros((2, K, K, len(columns)))
         sources = {"tied": (("q", (0, 1)),), "direct": (("Omega", (0,)), ("Psi", (1,))),
@@ -137,7 +176,7 @@ class Truncation:
         if kind == "untied":
             dQ += self._through_m_star(second, sources, where, len(columns))
         S = np.zeros((len(self._slot), len(columns)))
-        value = self.potential.evaluate(**self.state(y)) if kind == "untied" else None
+        value = self.potential.evaluate(**state) if kind == "untied" else None
         for k in self.trainable:
             for l in range(1, K + 1):
                 if kind == "tied":
@@ -197,8 +236,8 @@ class Truncation:
     def fast_phase(self, y0, T, points=101, rtol=1e-10, atol=1e-12):
         """Untied fast phase on ``t = nη``: ``dm_k/dt = −(t^A_k + t^B_k) ∂Φ/∂m_k (m, q(0))``.
 
-        Moments stay at ``y0``. Returns (times, m trajectory of shape (points, K)); sets
-        ``self.m`` to the end point, then polishes it to m*(q0) by Newton.
+        Moments stay at ``y0``. Returns (times, m trajectory of shape (points, K)); the branch
+        the slow phase starts on is the end point, polished to m*(q0) by Newton.
         """
         from scipy.integrate import solve_ivp
 
@@ -214,14 +253,14 @@ class Truncation:
             return dm
 
         times = np.linspace(0.0, T, points)
-        run = solve_ivp(velocity, (0.0, T), self.m, t_eval=times, rtol=rtol, atol=atol, method="LSODA")
+        run = solve_ivp(velocity, (0.0, T), self.branch.m, t_eval=times, rtol=rtol, atol=atol, method="LSODA")
         if not run.success:
             raise PotentialError(f"untied fast phase failed: {run.message}")
-        self.m = self.potential.m_star(q1, q2, run.y[:, -1], self.trainable)
-        gap = np.abs(self.m - run.y[:, -1]).max()
-        if gap > 1e-6 * max(1.0, np.abs(self.m).max()):
+        self.branch = Branch(self.potential.m_star(q1, q2, run.y[:, -1], self.trainable))
+        gap = np.abs(self.branch.m - run.y[:, -1]).max()
+        if gap > 1e-6 * max(1.0, np.abs(self.branch.m).max()):
             warnings.warn(f"the fast phase had not converged at t = {T:g} (m = {run.y[:, -1].tolist()}, "
-                          f"m* = {self.m.tolist()}): raise fast_T, or start off an unstable symmetric point "
+                          f"m* = {self.branch.m.tolist()}): raise fast_T, or start off an unstable symmetric point "
                           "(an exactly symmetric m stays there at d = ∞)", stacklevel=2)  # fmt: skip
         return run.t, run.y.T
 
@@ -261,11 +300,11 @@ def from_config(config, degree=None, program=None, initial=None, potential=None)
     ``degree`` overrides ``[truncation] degree``; ``program`` and ``initial`` skip the
     derivation and the initial moments (e.g. both loaded from a generated module), and
     ``potential`` reuses a `Potential` (its compiled integrand and calibrated rule). Initial
-    moments are exact d = ∞ values for gaussian / identity inits and empirical ones when
-    an init comes from a file.
+    moments are exact d = ∞ values for gaussian / identity inits and empirical ones of
+    `Config.start_factors` when an init comes from a file.
     """
     from .hierarchy import build
-    from .initial import empirical_moments, exact_moments, sample_factors
+    from .initial import empirical_moments, exact_moments
 
     model = config.model
     degree = config.section("truncation")["degree"] if degree is None else degree
@@ -273,21 +312,11 @@ def from_config(config, degree=None, program=None, initial=None, potential=None)
         program = build(model, degree, config.section("truncation")["observables"])
     if potential is None:
         potential = config.potential()
-    inits = config.inits()
+    factors = config.start_factors()
     if initial is not None:
         y0 = np.asarray(initial, dtype=float)
-    elif any(spec.kind == "from-file" for spec in inits.values()):
-        d = _file_dimension(model, inits)
-        y0 = empirical_moments(model, sample_factors(model, inits, d, seed=0), program.word_codes)
+    elif factors is not None:
+        y0 = empirical_moments(model, factors, program.word_codes)
     else:
-        y0 = exact_moments(model, inits, program.word_codes)
+        y0 = exact_moments(model, config.inits(), program.word_codes)
     return Truncation(program, potential, config.section("model")["gamma"], means=config.initial_means()), y0
-
-
-def _file_dimension(model, inits):
-    from .initial import load_factors
-
-    for spec in inits.values():
-        if spec.kind == "from-file":
-            factor = load_factors(model, spec.path)
-            return (factor[0] if isinstance(factor, tuple) else factor).shape[0]

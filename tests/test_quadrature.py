@@ -262,7 +262,7 @@ def test_untied_h1_quadrature_follows_sgd_through_the_slow_phase(untied_h1):
     sgd = simulate_config(config, progress=False)
     theory = np.array(out["derived"]["symmetric_overlap"])
     measured = 2 * np.array(sgd["series"]["M1 M2^T"]) + 2 * np.array(sgd["series"]["M1 M2"])
-    assert theory[-1] > 1.5 and out["status"] == "ok"
+    assert theory[-1] > 1.5 and out["status"] == "unverified" and not out["estimate_is_bound"]
     assert np.abs(theory - measured).max() < 0.04
     for w in ("M1 M2^T", "M1 M2"):
         assert np.abs(np.array(out["series"][w]) - np.array(sgd["series"][w])).max() < 0.025
