@@ -8,7 +8,7 @@ from momentgen.emit import load as _load
 
 SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'kind': 'gaussian',
-                           'mean': 0.0,
+                           'mean': None,
                            'path': None,
                            'scale': 1.0,
                            'scale_U': 1.0,
@@ -16,7 +16,7 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'width_ratio': 1.0},
                      '2': {'c': 1.0,
                            'kind': 'gaussian',
-                           'mean': 0.0,
+                           'mean': None,
                            'path': None,
                            'scale': 1.0,
                            'scale_U': 1.0,
@@ -46,14 +46,14 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'degree': 8,
                            'observables': ['S1 S2', 'S1 S1', 'S1'],
                            'size': 400}},
- 'config_hash': 'caf00e23c1289692a76e6bb7786bf1615877c17200dcb61f23e222038b885258',
+ 'config_hash': '231a1f019ac5aaaa7f4e6a1943789ce8a6c09b7793dc5a9760aaeb6da38ac5cd',
  'data_file': 'fig1_tied_softmax.npz',
  'degree': 8}
 
 _STAMP = {'command': 'momentgen generate-truncation '
             'examples/configs/fig1_tied_softmax.toml --degree 8 --out '
             'generated/fig1_tied_softmax.py',
- 'data_sha256': '317c0b226ddbd99d51e8a31258490b7951312e9f7fe50aeeeb21e8628537f5f7',
+ 'data_sha256': '79e05eae35be8b15e610fa16fc9f4e52f4bebfa5496e1dfe53deb5ca8b7e21d4',
  'momentgen': '0.1.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

@@ -8,7 +8,7 @@ from momentgen.emit import load as _load
 
 SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'kind': 'gaussian',
-                           'mean': 0.0,
+                           'mean': None,
                            'path': None,
                            'scale': 1.0,
                            'scale_U': 1.0,
@@ -16,7 +16,7 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'width_ratio': 1.0},
                      '2': {'c': 1.0,
                            'kind': 'gaussian',
-                           'mean': 0.0,
+                           'mean': None,
                            'path': None,
                            'scale': 1.0,
                            'scale_U': 1.0,
@@ -46,14 +46,14 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'degree': 2,
                            'observables': 'all',
                            'size': 400}},
- 'config_hash': '1fdbe7f5c1f4f8ddd68b86d57cf60df0aa4b9da5c0b0504e7a4337f7fce99858',
+ 'config_hash': '0b56cb7cd704056baebcc456c80bcd2abb90217558f25314afbcff477f0f6ca6',
  'data_file': 'fig2_direct_h2.npz',
  'degree': 2}
 
 _STAMP = {'command': 'momentgen generate-truncation '
             'examples/configs/fig2_direct_h2.toml --degree 2 --out '
             'generated/fig2_direct_h2.py',
- 'data_sha256': '25aed3e7f4434f2906d704eed2ff7de9cc50bf1779a9348a9f056a0cbcc3273e',
+ 'data_sha256': '2a3a16774bc131111fa2b5c918252c69e4beeb4467e42edcab44a851bb4f4ad3',
  'momentgen': '0.1.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

@@ -8,7 +8,7 @@ from momentgen.emit import load as _load
 
 SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'kind': 'gaussian',
-                           'mean': 0.0,
+                           'mean': None,
                            'path': None,
                            'scale': 0.223606797749979,
                            'scale_U': 1.0,
@@ -16,7 +16,7 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'width_ratio': 1.0},
                      '2': {'c': 1.0,
                            'kind': 'gaussian',
-                           'mean': 0.0,
+                           'mean': None,
                            'path': None,
                            'scale': 0.7071067811865476,
                            'scale_U': 1.0,
@@ -46,13 +46,13 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'degree': 10,
                            'observables': ['S1 S2', 'S1 S1', 'S1'],
                            'size': 400}},
- 'config_hash': 'ae6532c8584a65c8322ffd67da6b7df00d98bcd8b1381cb6affc77e1de0b9a7e',
+ 'config_hash': 'ea8c3771647b00b1b2b4901283b84edc7370af7f2d10c9df398f9ad4ddf16cce',
  'data_file': 'fig2_tied_h2.npz',
  'degree': 10}
 
 _STAMP = {'command': 'momentgen generate-truncation examples/configs/fig2_tied_h2.toml '
             '--degree 10 --out generated/fig2_tied_h2.py',
- 'data_sha256': '32775abd955aed0d52413f0632454573dedc9f6625c46dfbd9bd00b0d24358e8',
+ 'data_sha256': '1c7e4cb9374cfc5d7556997144e847d61ddabb3e99079e565a55508251150bfb',
  'momentgen': '0.1.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

@@ -8,7 +8,7 @@ from momentgen.emit import load as _load
 
 SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'kind': 'gaussian',
-                           'mean': 0.0,
+                           'mean': None,
                            'path': None,
                            'scale': 1.0,
                            'scale_U': 1.0,
@@ -16,7 +16,7 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'width_ratio': 1.0},
                      '2': {'c': 1.0,
                            'kind': 'gaussian',
-                           'mean': 0.0,
+                           'mean': None,
                            'path': None,
                            'scale': 1.0,
                            'scale_U': 1.0,
@@ -46,14 +46,14 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'degree': 4,
                            'observables': ['M1 M2^T', 'M1 M2'],
                            'size': 400}},
- 'config_hash': '9b8672c28d73eab0a5f2c5478dc3289c3b0a0756d8741d1c36e9ef23aaa2375b',
+ 'config_hash': 'ab40ff1c2359cc67dbe0b9fbb84ca235211145856fc7b9bd8e3c2a0c86e2497f',
  'data_file': 'fig3_untied_h1.npz',
  'degree': 4}
 
 _STAMP = {'command': 'momentgen generate-truncation '
             'examples/configs/fig3_untied_h1.toml --degree 4 --out '
             'generated/fig3_untied_h1.py',
- 'data_sha256': 'ab501585bb430303af39797205d282724029fc754293b30b553b14a82f0353d3',
+ 'data_sha256': '6478371bad5dbaf84738344eda0c8cae64a9bbb9f04b6853b124a9d90d77d532',
  'momentgen': '0.1.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

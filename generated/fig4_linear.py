@@ -8,7 +8,7 @@ from momentgen.emit import load as _load
 
 SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'kind': 'gaussian',
-                           'mean': 0.0,
+                           'mean': None,
                            'path': None,
                            'scale': 1.0,
                            'scale_U': 1.0,
@@ -16,7 +16,7 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'width_ratio': 1.0},
                      '2': {'c': 1.0,
                            'kind': 'identity',
-                           'mean': 0.0,
+                           'mean': None,
                            'path': None,
                            'scale': 1.0,
                            'scale_U': 1.0,
@@ -46,13 +46,13 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'degree': 8,
                            'observables': ['S1 S1', 'S1 S2', 'S1'],
                            'size': 400}},
- 'config_hash': '20e7c92e5431cdc64173518a932170e34e578a77702f72f03efa03ea2edddc4d',
+ 'config_hash': '4f49fee8fb47d426c76612325f5eeb41bc035cdce34e24e628b70b1473086842',
  'data_file': 'fig4_linear.npz',
  'degree': 8}
 
 _STAMP = {'command': 'momentgen generate-truncation examples/configs/fig4_linear.toml '
             '--degree 8 --out generated/fig4_linear.py',
- 'data_sha256': 'c6355b84d333d5d85beb5159766d5ee0767d1f5af35ab6f3d9c2dabd2e490c3c',
+ 'data_sha256': '7c277eef77382d1fba4eb76bde7c82311e0663cbb9c789208a334e856cb97190',
  'momentgen': '0.1.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

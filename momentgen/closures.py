@@ -68,7 +68,7 @@ class _FlowClosure(Closure):
     tolerance = 1e-9  # rtol of the matrix flow: the floor of every estimate
 
     def solve(self, config, degree=None, size=None, factors=None):
-        from .integrate import SolveResult, _to_json, last_time_within
+        from .integrate import SolveResult, _to_json, audited, last_time_within
         from .matrices import untied_means
         from .simulate import _reported
 
@@ -81,8 +81,8 @@ class _FlowClosure(Closure):
         start = time.perf_counter()
         fast = _fast_phase(config, potential, means, factors) if model.kind == "untied" else {}
         means = fast.get("m_star", means)  # the slow phase starts on the slaved branch the fast phase reached
-        runs = {name: self.run(config, resolution, potential, times, words, means, factors)
-                for name, resolution in legs.items()}  # fmt: skip
+        runs = audited(potential, lambda: {name: self.run(config, resolution, potential, times, words, means, factors)
+                                           for name, resolution in legs.items()})  # fmt: skip
         runs = {name: run for name, run in runs.items() if run is not None}
         fine = runs["fine"]
         difference = np.zeros(len(fine.t))
@@ -102,7 +102,8 @@ class _FlowClosure(Closure):
         out.update(fast)
         out.update(closure=self.name, size=legs["fine"][0] if isinstance(legs["fine"], tuple) else legs["fine"],
                    error_estimate=float(estimate[-1]), estimate_is_bound=bounded, estimate_legs=sorted(runs),
-                   error_series={"estimate": estimate.tolist(), **fine.info.get("error_series", {})})  # fmt: skip
+                   error_series={"estimate": estimate.tolist(), **fine.info.get("error_series", {})},
+                   potential=potential.accuracy_report())  # fmt: skip
         return out
 
 

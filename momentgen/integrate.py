@@ -18,7 +18,7 @@ import numpy as np
 from .errors import MomentgenError, PotentialError
 from .stepper import Event, integrate
 
-__all__ = ["SolveResult", "solve", "validity_horizon", "last_time_within", "solve_config"]
+__all__ = ["SolveResult", "solve", "validity_horizon", "last_time_within", "solve_config", "audited"]
 
 METHODS_WITH_JACOBIAN = ("Radau", "BDF")
 LSODA_MAX_WORDS = 3000  # LSODA allocates a dense n×n Jacobian: 72 MB at this size
@@ -133,8 +133,9 @@ def validity_horizon(fine, coarse, words, tol, closed=False):
     if coarse is None:
         return 0.0
     n = min(len(fine.t), len(coarse.t))
-    idx_f = [fine.words.index(w) for w in words]
-    idx_c = [coarse.words.index(w) for w in words]
+    shared = [w for w in words if w in set(coarse.words)]  # degree M − 1, M words exist in the fine run only
+    idx_f = [fine.words.index(w) for w in shared]
+    idx_c = [coarse.words.index(w) for w in shared]
     diff = np.abs(fine.y[:n, idx_f] - coarse.y[:n, idx_c]) / np.maximum(1.0, np.abs(fine.y[:n, idx_f]))
     return float(min(last_time_within(fine.t[:n], diff.max(axis=1), tol), fine.t_stop, coarse.t_stop))
 
@@ -173,15 +174,37 @@ def solve_config(config, degree=None, factors=None):
         if config.model.kind == "untied":
             times, means = truncation.fast_phase(y0, integrate["fast_T"])
             extra = {"fast_t": times.tolist(), "fast_m": means.tolist(), "m_star": truncation.m.tolist()}
-        result = solve(truncation, y0, integrate["T"], integrate["points"], integrate["method"],
-                       integrate["rtol"], integrate["atol"])  # fmt: skip
+        start = truncation.branch
+        result = audited(potential, lambda: solve(truncation, y0, integrate["T"], integrate["points"],
+                                                  integrate["method"], integrate["rtol"], integrate["atol"]),
+                         reset=lambda: setattr(truncation, "branch", start))  # fmt: skip
         result.extra = extra
         runs[m] = result
         closed = len(truncation.program.dropped_packed) == 0
     fine = runs[M]
     observables = _reported_words(fine, config)
     fine.valid_until = validity_horizon(fine, runs.get(M - 2), observables, integrate["validity_tol"], closed)
-    return _to_json(fine, observables, config)
+    out = _to_json(fine, observables, config)
+    out["potential"] = potential.accuracy_report()
+    return out
+
+
+def audited(potential, run, reset=None, attempts=3):
+    """``run()`` with the potential frozen (a pure right-hand side), then `Potential.audit` of the
+    far states it met; while the rule had to be refined there, ``reset()`` and run again. After
+    ``attempts`` refinements the last result is returned with a warning and the accuracy report
+    says ``met_rtol: False`` — never silently."""
+    for _ in range(attempts):
+        with potential.frozen():
+            result = run()
+        if potential.audit():
+            return result
+        if reset is not None:
+            reset()
+    potential.missed_rtol = True
+    warnings.warn(f"the quadrature rule of {potential.loss.name!r} was refined {attempts} times along the path "
+                  "and still missed rtol at a state it met; raise [loss] rtol or shorten the horizon", stacklevel=3)
+    return result
 
 
 def _reported_words(result, config):

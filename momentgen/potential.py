@@ -46,7 +46,7 @@ __all__ = ["Potential", "PotentialValue", "SecondDerivatives"]
 _TENSOR_MAX_DIM = 4
 _TRUNCATION = 10.0  # the trapezoidal rule covers [-10, 10]: Gaussian mass outside ~1e-23
 _MAX_POINTS = 400_000
-_MAX_LEVEL = 60
+_MAX_LEVEL = 200
 
 
 @dataclass
@@ -124,6 +124,7 @@ class Potential:
             raise UnsupportedLoss(f"loss {loss.name!r} is not a polynomial in G: use method='quadrature'")
         self.method = "exact" if method == "exact" or (method == "auto" and loss.is_polynomial) else "quadrature"
         self.rtol, self.level, self.seed = rtol, level, seed
+        self.missed_rtol = False  # set when a run kept meeting states the rule could not reach rtol at
         self._pairs = _PairGeometry(self.C)
         self._backend = _Wick(self) if self.method == "exact" else _Quadrature(self)
 
@@ -168,10 +169,14 @@ class Potential:
         """How accurate Φ and its derivatives were: method, level, rtol and the largest relative
         change between levels L − 1 and L at any state checked (0 on the exact path)."""
         if self.method == "exact":
-            return {"method": "exact", "level": None, "rtol": self.rtol, "accuracy": 0.0}
+            return {"method": "exact", "level": None, "rtol": self.rtol, "accuracy": 0.0, "met_rtol": True}
         backend = self._backend
+        if backend.fixed:
+            return {"method": "quadrature", "level": backend.level, "rtol": None, "accuracy": None,
+                    "met_rtol": None, "note": "level fixed by the caller: not checked"}  # fmt: skip
         return {"method": "quadrature", "level": backend.level, "rtol": self.rtol,
-                "accuracy": float(backend.accuracy), "states_checked": len(backend.verified)}  # fmt: skip
+                "accuracy": float(backend.accuracy), "states_checked": len(backend.verified),
+                "met_rtol": not self.missed_rtol and backend.accuracy <= self.rtol}  # fmt: skip
 
     def second_derivatives(self, *, q=None, m=None, q1=None, q2=None, Omega=None, Psi=None):
         """Second derivatives of Φ at a state, for Jacobians (`SecondDerivatives`).
@@ -229,6 +234,9 @@ class Potential:
                 candidate = self.evaluate(m=trial, q1=q1, q2=q2)
                 if candidate.phi <= value.phi + 1e-4 * alpha * (g @ step) + 1e-15 * abs(value.phi):
                     break
+                if curvature[0] > 0 and np.abs(candidate.b[idx]).max() < 0.5 * np.abs(g).max() and (
+                        abs(g @ step) < 1e-12 * max(1.0, abs(value.phi))):  # fmt: skip
+                    break  # near the minimum Φ's decrease is below its rounding: the gradient decides
                 alpha /= 2
             m, value = trial, candidate
         raise PotentialError(

@@ -138,7 +138,7 @@ def gram_component(codes, transpose, moments, n, tol=1e-10, passengers=(), kerne
         return _moments_with_empty(moments, words).reshape(len(us), len(vs))
 
     projectors = set(kernels.values())
-    previous = [()]
+    previous, norm_of = [()], {(): 1.0}
     for degree in range(1, n + 1):
         candidates = [(c,) + w for w in previous for c in codes]
         candidates += [(p,) + w for w in previous for p in sorted(projectors)]
@@ -149,8 +149,8 @@ def gram_component(codes, transpose, moments, n, tol=1e-10, passengers=(), kerne
         fresh = []
         for i, v in enumerate(candidates):
             norm = gram[i, i]
-            if not norm > 0:
-                continue
+            if not norm > (tol * norm_of[v[1:]] if v[0] in projectors else 0.0):
+                continue  # a (numerically) zero vector: Π w with w in the range of Π's letter
             s = np.sqrt(norm)
             row = np.concatenate([cross[:, i], gram[fresh, i]]) / (s * np.asarray(scale))
             y = solve_triangular(L, row, lower=True)
@@ -160,6 +160,7 @@ def gram_component(codes, transpose, moments, n, tol=1e-10, passengers=(), kerne
             L = np.block([[L, np.zeros((len(L), 1))], [y[None, :], np.array([[np.sqrt(pivot)]])]])
             kept.append(v)
             scale.append(s)
+            norm_of[v] = norm
             degrees.append(degree)
             fresh.append(i)
         previous = [candidates[i] for i in fresh if candidates[i][0] not in projectors]  # Π w is never extended
@@ -374,26 +375,30 @@ def matrix_moments(model, factors):
     return moments
 
 
-def spectral_edges(kind, factors, tol=1e-10):
+_RANK_TOL = 1e-12  # an eigenvalue of S = W Wᵀ below this fraction of the largest counts as 0
+
+
+def spectral_edges(kind, factors):
     """{letter code: smallest non-zero eigenvalue} of the tied letters ``S_k = W_k W_kᵀ``."""
     if kind != "tied":
         return {}
     out = {}
     for code, W in enumerate(factors):
-        singular = np.linalg.svd(W, compute_uv=False)
-        alive = singular[singular > tol * max(singular.max(initial=0.0), 1e-300)]
-        out[code] = float(alive.min() ** 2) if alive.size else 0.0
+        eigenvalues = np.linalg.svd(W, compute_uv=False) ** 2
+        alive = eigenvalues[eigenvalues > _RANK_TOL * max(eigenvalues.max(initial=0.0), 1e-300)]
+        out[code] = float(alive.min()) if alive.size else 0.0
     return out
 
 
-def kernel_projectors(kind, factors, tol=1e-10):
+def kernel_projectors(kind, factors):
     """{letter code: projector onto its kernel} for the tied letters ``S_k = W_k W_kᵀ`` of rank < d."""
     if kind != "tied":
         return {}
     out = {}
     for code, W in enumerate(factors):
         left, singular, _ = np.linalg.svd(W, full_matrices=False)
-        rank = int(np.sum(singular > tol * max(singular.max(initial=0.0), 1e-300)))
+        eigenvalues = singular**2
+        rank = int(np.sum(eigenvalues > _RANK_TOL * max(eigenvalues.max(initial=0.0), 1e-300)))
         if rank < len(W):
             basis = left[:, :rank]
             out[code] = np.eye(len(W)) - basis @ basis.T

@@ -17,9 +17,19 @@ def act(name, argument):
 
 
 def test_mse_readout_for_one_token_is_h_itself():
-    for name in ACTIVATIONS:
+    """For L = 1 the readout is h(G): the loss evaluated at points equals (h(a) − h(b))² with h
+    written here with the math module (h1 = x, h2 = (x² − 1)/√2, h3 = (x³ − 3x)/√6, tanh, erf, relu)."""
+    import math
+
+    formulas = {"h1": lambda x: x, "h2": lambda x: (x * x - 1) / math.sqrt(2),
+                "h3": lambda x: (x**3 - 3 * x) / math.sqrt(6), "tanh": math.tanh, "erf": math.erf,
+                "relu": lambda x: max(0.0, x)}  # fmt: skip
+    assert set(formulas) == set(ACTIVATIONS)
+    for name, h in formulas.items():
         loss = builtin("mse", L=1, K=2, activation=name)
-        assert sympy.expand(loss.expr - (act(name, G(1, 1, 1)) - act(name, G(1, 1, 2))) ** 2) == 0
+        for a, b in ((0.3, -1.2), (1.7, 0.4), (-0.9, -2.5)):
+            value = float(loss.expr.subs({G(1, 1, 1): a, G(1, 1, 2): b}))
+            assert value == pytest.approx((h(a) - h(b)) ** 2, rel=1e-13, abs=1e-15)
 
 
 def test_mse_readout_averages_over_token_pairs():

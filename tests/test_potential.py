@@ -147,14 +147,14 @@ def test_price_gradients_match_finite_differences(kind):
 
 @pytest.mark.parametrize("q12", [0.0, 0.4, 0.8])
 def test_softmax_accuracy_and_error_estimate(q12):
-    """At rtol = 1e-6, Φ and Γ are within 1e-6 relative of a very fine rule, and the reported
-    error estimate bounds the true error."""
+    """At rtol = 1e-6, Φ and Γ are within 8e-8 and 1e-6 relative of a very fine rule (measured
+    ≤ 2.4e-8 and ≤ 3.5e-7 over q12 = 0, 0.4, 0.8), and the reported error estimate bounds the true error."""
     loss = builtin("softmax-mse", L=2, K=2)
     q = np.array([[1.2, q12], [q12, 0.9]])
     value = Potential(loss, "tied", rtol=1e-6).evaluate(q=q, estimate_error=True)
     reference = Potential(loss, "tied", level=45).evaluate(q=q)
     Gamma, Gamma_ref = value.dQ1 + value.dQ2, reference.dQ1 + reference.dQ2
-    assert abs(value.phi - reference.phi) <= 1e-6 * abs(reference.phi)
+    assert abs(value.phi - reference.phi) <= 8e-8 * abs(reference.phi)
     assert np.abs(Gamma - Gamma_ref).max() <= 1e-6 * np.abs(Gamma_ref).max()
     assert largest_difference(value, reference) <= value.error
 
