@@ -21,24 +21,42 @@ Subcommands:
 """
 
 import argparse
-import json
 import pathlib
 import sys
 import time
+import warnings
 
 from .errors import MomentgenError
-from .hierarchy import Model, build
+from .files import ensure_writable, write_json
+from .hierarchy import Model, build, check_size
 from .words import MODELS, enumerate_words
 
 __all__ = ["main"]
 
+_WORDS_MAX_BYTES = 2 * 2**30  # `words --list` keeps every text in memory: ~150 bytes a word
+
 
 def _model_arguments(parser):
     parser.add_argument("--model", required=True, choices=MODELS, help="attention parameterisation")
-    parser.add_argument("--K", type=int, required=True, help="number of indices (heads / student + teacher)")
+    parser.add_argument("--K", type=_positive_int, required=True, help="number of indices (heads / student + teacher)")
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
 
 
 def _cmd_words(args):
+    model = Model(args.model, args.K)
+    size = check_size(model, args.degree, "all", max_bytes=_WORDS_MAX_BYTES)
+    if size["words"] * 150 > _WORDS_MAX_BYTES:
+        raise MomentgenError(f"about {size['words']:.3g} canonical words of degree ≤ {args.degree}: too many to list "
+                             f"(limit {_WORDS_MAX_BYTES / 150:.2g}); lower the degree")  # fmt: skip
     words = enumerate_words(args.model, args.K, args.degree)
     if args.list:
         print("\n".join(words))
@@ -60,33 +78,52 @@ def _cmd_hierarchy(args):
         print("\n".join("  " + line for line in program.why(word)))
 
 
-def _cmd_generate(args):
+def _load(args, **overrides):
+    """The configuration of ``args.config`` with command-line overrides, validated like the file."""
     from .config import load_config
-    from .emit import write_module
 
     config = load_config(args.config)
-    degree = args.degree or config.section("truncation")["degree"]
-    out = args.out or pathlib.Path("generated") / f"{pathlib.Path(args.config).stem}_M{degree}.py"
+    given = {table: {k: v for k, v in values.items() if v is not None} for table, values in overrides.items()}
+    given = {table: values for table, values in given.items() if values}
+    return config.replace(**given) if given else config
+
+
+def _cmd_generate(args):
+    from .emit import write_module
+
+    config = _load(args, truncation={"degree": args.degree})
+    degree = config.section("truncation")["degree"]
+    out = pathlib.Path(args.out or pathlib.Path("generated") / f"{pathlib.Path(args.config).stem}_M{degree}.py")
+    ensure_writable(out)
     command = f"momentgen generate-truncation {args.config} --degree {degree} --out {out}"
     start = time.perf_counter()
-    program = write_module(config, out, degree, command=command)
-    print(program.summary())
-    print(f"wrote {out} and {pathlib.Path(out).with_suffix('.npz')} in {time.perf_counter() - start:.2f} s")
+    written = write_module(config, out, degree, command=command)
+    print(written.program.summary())
+    print(f"wrote {written.module} and {written.data.name} in {time.perf_counter() - start:.2f} s")
 
 
 def _cmd_solve(args):
     from .closures import solve_with_closure
-    from .config import load_config
 
-    config = load_config(args.config)
+    config = _load(args, truncation={"degree": args.degree, "closure": args.closure, "size": args.size})
+    ensure_writable(args.json)
     start = time.perf_counter()
-    result = solve_with_closure(config, args.closure, args.degree, args.size)
-    out = pathlib.Path(args.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result))
-    print(f"{result['model']} {result['closure']} degree {result['degree']}: status {result['status']}, valid until "
-          f"{result['valid_until']:.4g} on {result['time_scale']} ({result['message']}); "
-          f"{time.perf_counter() - start:.2f} s; wrote {out}")  # fmt: skip
+    result = solve_with_closure(config)
+    write_json(args.json, result)
+    print(f"{result['model']} {result['closure']}: status {result['status']}; {_horizon(result)}; "
+          f"{time.perf_counter() - start:.2f} s; wrote {args.json}\n  {result['message']}")
+    return 0 if result["status"] in ("ok", "unverified") else 1
+
+
+def _horizon(result):
+    """What the closure vouches for, in words (the estimate and its window, or why there is none)."""
+    if result.get("error_estimate") is not None:
+        bound = "" if result.get("estimate_is_bound", True) else " (not a bound)"
+        return (f"error estimate {result['error_estimate']:.2g}{bound}, within validity_tol until "
+                f"{result['valid_until']:.4g} on {result['time_scale']}")
+    if not result["valid_until"]:
+        return "no validity window (degrees M and M − 2 differ at once: use a flow closure)"
+    return f"valid until {result['valid_until']:.4g} on {result['time_scale']} (degrees M vs M − 2)"
 
 
 def _seed_list(config, n):
@@ -94,34 +131,55 @@ def _seed_list(config, n):
 
 
 def _cmd_simulate(args):
-    from .config import load_config
     from .simulate import simulate_config
 
-    config = load_config(args.config)
-    result = simulate_config(config, d=args.d, seeds=_seed_list(config, args.seeds))
-    out = pathlib.Path(args.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result))
+    config = _load(args, sgd={"d": args.d, "seeds": None if args.seeds is None else list(range(args.seeds))})
+    ensure_writable(args.json)
+    result = simulate_config(config)
+    write_json(args.json, result)
     print(f"SGD {result['model']} d={result['d']} eta={result['lr']} B={result['batch']} seeds={result['seeds']}: "
-          f"{result['steps'][-1]} steps in {result['seconds']:.1f} s; wrote {out}")  # fmt: skip
+          f"status {result['status']}, {result['steps'][-1]} steps in {result['seconds']:.1f} s; wrote {args.json}")  # fmt: skip
+    if result["status"] != "ok":
+        print(f"  {result['message']}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _cmd_compare(args):
+    from .closures import CLOSURES
     from .compare import compare
-    from .config import load_config
 
-    config = load_config(args.config)
-    degrees = [int(x) for x in args.degrees.split(",")] if args.degrees else [config.section("truncation")["degree"]]
-    dims = [int(x) for x in args.d.split(",")] if args.d else [config.section("sgd")["d"]]
+    config = _load(args)
+    degrees = _int_list(args.degrees, "--degrees") or [config.section("truncation")["degree"]]
+    dims = _int_list(args.d, "--d") or [config.section("sgd")["d"]]
     closures = args.closures.split(",") if args.closures else [config.section("truncation")["closure"]]
-    data = compare(config, degrees, dims, _seed_list(config, args.seeds), args.out, scheduler=args.scheduler,
+    unknown = [c for c in closures if c not in CLOSURES]
+    if unknown:
+        raise MomentgenError(f"--closures {unknown[0]!r} is not a closure: choose from {', '.join(CLOSURES)}")
+    for M in degrees:  # every degree and d passes the same validation as the file's own
+        config.replace(truncation={"degree": M})
+    for d in dims:
+        config.replace(sgd={"d": d})
+    out = pathlib.Path(args.out)
+    ensure_writable(out / "compare.json", out / "compare.png")
+    data = compare(config, degrees, dims, _seed_list(config, args.seeds), out, scheduler=args.scheduler,
                    n_jobs=args.jobs, closures=closures, theory_init=args.theory_init)  # fmt: skip
     print(f"{'observable':14s} {'comparison':12s} {'theory':>20s} {'d':>5s} {'sup error':>10s} {'in window':>10s}")
     for row in data["table"]:
-        valid = "" if row["sup_error_valid"] is None else f"{row['sup_error_valid']:10.2e}"
+        valid = "—" if row["sup_error_valid"] is None or row["valid_until"] == 0 else f"{row['sup_error_valid']:.2e}"
         print(f"{row['observable']:14s} {row['comparison']:12s} {row['theory'] or '':>20s} {row['d']:5d} "
               f"{row['sup_error']:10.2e} {valid:>10s}")  # fmt: skip
-    print(f"wrote {args.out}/compare.png and compare.json in {data['seconds']:.1f} s")
+    print(f"wrote {out}/compare.png and compare.json in {data['seconds']:.1f} s")
+
+
+def _int_list(text, option):
+    if not text:
+        return None
+    try:
+        values = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise MomentgenError(f"{option} must be comma-separated integers, got {text!r}") from None
+    return values
 
 
 def _parser():
@@ -130,14 +188,14 @@ def _parser():
 
     words = sub.add_parser("words", help="count or list canonical words")
     _model_arguments(words)
-    words.add_argument("--degree", type=int, required=True, help="maximal word length")
+    words.add_argument("--degree", type=_positive_int, required=True, help="maximal word length")
     words.add_argument("--list", action="store_true", help="print every word")
     words.set_defaults(run=_cmd_words)
 
     hierarchy = sub.add_parser("hierarchy", help="derive a truncation and print its diagnostics")
     _model_arguments(hierarchy)
-    hierarchy.add_argument("--trainable", type=int, nargs="+", default=None, help="1-based trainable indices")
-    hierarchy.add_argument("--degree", type=int, required=True, help="truncation degree M")
+    hierarchy.add_argument("--trainable", type=_positive_int, nargs="+", default=None, help="1-based trainable indices")
+    hierarchy.add_argument("--degree", type=_positive_int, required=True, help="truncation degree M")
     hierarchy.add_argument(
         "--observables", nargs="*", default=[], help='words in text syntax, e.g. "S1 S2", or: all'
     )
@@ -146,34 +204,34 @@ def _parser():
 
     generate = sub.add_parser("generate-truncation", help="write an importable truncation module")
     generate.add_argument("config", help="TOML configuration file")
-    generate.add_argument("--degree", type=int, help="override [truncation] degree")
+    generate.add_argument("--degree", type=_positive_int, help="override [truncation] degree")
     generate.add_argument("--out", help="module path (default generated/<config>_M<degree>.py)")
     generate.set_defaults(run=_cmd_generate)
 
     solve = sub.add_parser("solve", help="integrate a truncation with its validity horizon")
     solve.add_argument("config", help="TOML configuration file")
     solve.add_argument("--json", required=True, help="output JSON path")
-    solve.add_argument("--degree", type=int,
+    solve.add_argument("--degree", type=_positive_int,
                        help="override [truncation] degree (quadrature: order n = (M - 1) // 2)")  # fmt: skip
     solve.add_argument("--closure", help="zero | quadrature | matrix-model (default: [truncation] closure)")
-    solve.add_argument("--size", type=int, help="matrix-model size n (default: [truncation] size)")
+    solve.add_argument("--size", type=_positive_int, help="matrix-model size n (default: [truncation] size)")
     solve.set_defaults(run=_cmd_solve)
 
     simulate = sub.add_parser("simulate", help="run the online-SGD reference")
     simulate.add_argument("config", help="TOML configuration file")
     simulate.add_argument("--json", required=True, help="output JSON path")
-    simulate.add_argument("--d", type=int, help="override [sgd] d")
-    simulate.add_argument("--seeds", type=int, help="number of seeds 0..N-1 (default: [sgd] seeds)")
+    simulate.add_argument("--d", type=_positive_int, help="override [sgd] d")
+    simulate.add_argument("--seeds", type=_positive_int, help="number of seeds 0..N-1 (default: [sgd] seeds)")
     simulate.set_defaults(run=_cmd_simulate)
 
     comparison = sub.add_parser("compare", help="theory vs SGD vs matrix flow: figure and error table")
     comparison.add_argument("config", help="TOML configuration file")
     comparison.add_argument("--degrees", help="comma-separated truncation degrees (default: the config's)")
     comparison.add_argument("--d", help="comma-separated dimensions (default: [sgd] d)")
-    comparison.add_argument("--seeds", type=int, help="number of seeds 0..N-1 (default: [sgd] seeds)")
+    comparison.add_argument("--seeds", type=_positive_int, help="number of seeds 0..N-1 (default: [sgd] seeds)")
     comparison.add_argument("--out", default="out/compare", help="output directory")
     comparison.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://127.0.0.1:8786")
-    comparison.add_argument("--jobs", type=int, help="local worker processes (default 2)")
+    comparison.add_argument("--jobs", type=_positive_int, help="local worker processes (default 2)")
     comparison.add_argument("--closures", help="comma-separated: zero, quadrature, matrix-model (default: the config's)")
     comparison.add_argument("--theory-init", choices=("infinite", "finite"), default="infinite",
                             help="start the theory from d = ∞ moments or from each d's SGD matrices (seed 0)")
@@ -182,14 +240,28 @@ def _parser():
 
 
 def main(argv=None):
-    """Entry point of the console script; returns the exit status."""
+    """Entry point of the console script; returns the exit status (0 ok, 1 a run that did not finish
+    well — see its status —, 2 an error, with its one-line message on stderr).
+
+    Runs with one BLAS thread (on the 2-core machines two threads made SGD up to 16× slower).
+    """
+    from threadpoolctl import threadpool_limits
+
     args = _parser().parse_args(argv)
     try:
-        args.run(args)
+        with threadpool_limits(1, "blas"), warnings.catch_warnings():
+            warnings.simplefilter("default")
+            status = args.run(args)
     except MomentgenError as error:
         print(f"momentgen: error: {error}", file=sys.stderr)
         return 2
-    return 0
+    except OSError as error:
+        print(f"momentgen: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("momentgen: interrupted", file=sys.stderr)
+        return 130
+    return status or 0
 
 
 if __name__ == "__main__":

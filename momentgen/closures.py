@@ -84,6 +84,9 @@ class _FlowClosure(Closure):
         runs = audited(potential, lambda: {name: self.run(config, resolution, potential, times, words, means, factors)
                                            for name, resolution in legs.items()})  # fmt: skip
         runs = {name: run for name, run in runs.items() if run is not None}
+        stopped = [run for run in runs.values() if run.info.get("status", "ok") != "ok"]
+        reached = min(len(run.t) for run in runs.values())
+        runs = {name: _trimmed(run, reached) for name, run in runs.items()}
         fine = runs["fine"]
         difference = np.zeros(len(fine.t))
         for name, run in runs.items():
@@ -95,6 +98,8 @@ class _FlowClosure(Closure):
         y = np.array([fine.series[w] for w in words]).T
         status = "ok" if bounded else "unverified"
         message = f"{label}; estimate: {why}"
+        if stopped:  # a leg met a state it cannot go past: the run ends there, and says why
+            status, message = stopped[0].info["status"], f"{label}: {stopped[0].info['message']}"
         result = SolveResult(fine.t, y, words, status, message, float(fine.t[-1]), model.time_scale, degree,
                              "DOP853", fine.info.get("nfev", 0), time.perf_counter() - start)  # fmt: skip
         result.valid_until = last_time_within(fine.t, estimate, integrate["validity_tol"])
@@ -105,6 +110,16 @@ class _FlowClosure(Closure):
                    error_series={"estimate": estimate.tolist(), **fine.info.get("error_series", {})},
                    potential=potential.accuracy_report())  # fmt: skip
         return out
+
+
+def _trimmed(run, n):
+    """The first ``n`` output times of a flow run (all legs end where the first one stopped)."""
+    if len(run.t) == n:
+        return run
+    run.t = run.t[:n]
+    run.series = {w: v[:n] for w, v in run.series.items()}
+    run.info = {k: (v[:n] if isinstance(v, np.ndarray) and len(v) >= n else v) for k, v in run.info.items()}
+    return run
 
 
 def _fast_phase(config, potential, means, factors):

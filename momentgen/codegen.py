@@ -6,6 +6,12 @@ content-hashed file in the cache directory (``$MOMENTGEN_CACHE``, default
 ``~/.cache/momentgen``) and imported from there, so numba's own on-disk cache applies and
 a second process loads the machine code instead of compiling again. Files are written
 atomically (temporary file, then rename).
+
+The cache is not trusted: each kernel file carries the sha256 of its source in its first
+line, and a file that does not match (edited, truncated, corrupted) is rebuilt. A cache
+directory that cannot be written (read-only, or not creatable) is replaced, with a warning,
+by a temporary one for this process; kernels found in the read-only directory are verified
+and copied there, so nothing is recompiled from sympy that was already derived.
 """
 
 import hashlib
@@ -14,39 +20,45 @@ import os
 import pathlib
 import sys
 import tempfile
+import warnings
 
 import sympy
 from sympy.printing.pycode import PythonCodePrinter
 
-__all__ = ["cache_dir", "compile_pointwise", "compile_weighted_sum", "write_atomic"]
+from .files import check_writable, write_atomic
+
+__all__ = ["cache_dir", "compile_pointwise", "compile_weighted_sum"]
 
 _PRINTER = PythonCodePrinter({"fully_qualified_modules": True, "standard": "python3"})
 _TEMPLATE_VERSION = "momentgen-kernel-1"  # bump when the generated source changes shape
 
 
+_FALLBACK = {}  # configured cache directory → the temporary one used instead this process
+
+
+def configured_cache_dir():
+    """The cache directory asked for: ``$MOMENTGEN_CACHE`` (an empty value counts as unset) or
+    ``~/.cache/momentgen``."""
+    value = os.environ.get("MOMENTGEN_CACHE", "").strip()
+    return pathlib.Path(value).expanduser() if value else pathlib.Path.home() / ".cache" / "momentgen"
+
+
 def cache_dir():
-    """The directory for generated kernels (created if missing)."""
-    path = pathlib.Path(os.environ.get("MOMENTGEN_CACHE", pathlib.Path.home() / ".cache" / "momentgen"))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def write_atomic(path, data):
-    """Write ``data`` (str or bytes) to ``path`` so that readers see the old file or the new
-    one, never half of one; the file gets the usual permissions (0666 minus the umask)."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """The directory for generated kernels: the configured one if it can be written, else (with a
+    warning, once per process) a temporary one."""
+    configured = configured_cache_dir()
+    if configured in _FALLBACK:
+        return _FALLBACK[configured]
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data.encode() if isinstance(data, str) else data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
+        check_writable(configured / "kernels" / ".probe")
+        return configured
+    except OSError as error:
+        fallback = pathlib.Path(tempfile.mkdtemp(prefix="momentgen-cache-"))
+        warnings.warn(f"kernel cache {str(configured)!r} cannot be written ({error}); using {str(fallback)!r} for "
+                      "this process (set MOMENTGEN_CACHE to a writable directory to keep compiled kernels)",
+                      stacklevel=2)  # fmt: skip
+        _FALLBACK[configured] = fallback
+        return fallback
 
 
 _PRELUDE = ["import math", "import numba", "import numpy as np", "", "",
@@ -126,23 +138,54 @@ def _force(value):
 
 
 def _cached(key, variables, make_source):
-    """Load the kernel for ``key`` from the cache, or write ``make_source()`` and load that."""
+    """Load the kernel for ``key`` from the cache, or write ``make_source()`` and load that.
+
+    Without a key the source is made and named by its own hash. A cached file is used only if
+    its recorded hash matches its source; otherwise (or if importing it fails) it is rebuilt.
+    """
     if key is None:
-        return _load_kernel(make_source())
-    text = f"{_TEMPLATE_VERSION}|{key}|{','.join(v.name for v in variables)}"
-    path = cache_dir() / "kernels" / f"k_{hashlib.sha256(text.encode()).hexdigest()[:20]}.py"
-    if not path.exists():
-        write_atomic(path, make_source())
-    return _import_kernel(path)
+        source = make_source()
+        name = f"k_{hashlib.sha256(source.encode()).hexdigest()[:20]}"
+    else:
+        text = f"{_TEMPLATE_VERSION}|{key}|{','.join(v.name for v in variables)}"
+        name, source = f"k_{hashlib.sha256(text.encode()).hexdigest()[:20]}", None
+    directory = cache_dir() / "kernels"
+    path = directory / f"{name}.py"
+    cached = _verified(path)
+    if cached is None and directory.parent != configured_cache_dir():  # a read-only cache may hold it
+        cached = _verified(configured_cache_dir() / "kernels" / path.name)
+        if cached is not None:
+            write_atomic(path, _stamped(cached))
+    if cached is None:
+        source = source if source is not None else make_source()
+        write_atomic(path, _stamped(source))
+    try:
+        return _import_kernel(path)
+    except Exception as error:  # noqa: BLE001 - a broken file of any kind is rebuilt once
+        sys.modules.pop(f"momentgen_kernel_{path.stem}", None)
+        warnings.warn(f"cached kernel {str(path)!r} failed to load ({type(error).__name__}); rebuilding it",
+                      stacklevel=3)  # fmt: skip
+        write_atomic(path, _stamped(source if source is not None else make_source()))
+        return _import_kernel(path)
 
 
-def _load_kernel(source):
-    """Write ``source`` to a content-hashed file in the cache (once) and return its ``kernel``."""
-    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
-    path = cache_dir() / "kernels" / f"k_{digest}.py"
-    if not path.exists() or path.read_text() != source:
-        write_atomic(path, source)
-    return _import_kernel(path)
+_STAMP_PREFIX = "# momentgen kernel sha256="
+
+
+def _stamped(source):
+    return f"{_STAMP_PREFIX}{hashlib.sha256(source.encode()).hexdigest()}\n{source}"
+
+
+def _verified(path):
+    """The source in a cached kernel file if its first line is the sha256 of the rest, else None."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    first, _, source = text.partition("\n")
+    if first != _STAMP_PREFIX + hashlib.sha256(source.encode()).hexdigest():
+        return None
+    return source
 
 
 def _import_kernel(path):

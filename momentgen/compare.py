@@ -10,11 +10,12 @@ Every run is an independent task. `run_tasks` executes them with joblib — proc
 this machine, or, unchanged, a Dask distributed cluster when a scheduler address is given.
 """
 
-import json
 import pathlib
 import time
 
 import numpy as np
+
+from .files import save_figure, write_json
 
 __all__ = ["compare", "run_tasks"]
 
@@ -109,10 +110,13 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
     sgd = {}
     for i, d in enumerate(dims):
         runs = sgd_runs[i * len(seeds) : (i + 1) * len(seeds)]
-        stack = {w: np.array([r["series"][w] for r in runs]) for w in runs[0]["series"]}
-        sgd[d] = {"t": runs[0]["t"], "mean": {w: v.mean(0).tolist() for w, v in stack.items()},
-                  "spread": {w: v.std(0).tolist() for w, v in stack.items()}, "steps": runs[0]["steps"],
-                  "seconds": sum(r["seconds"] for r in runs)}  # fmt: skip
+        reached = min(len(r["t"]) for r in runs)  # a diverged seed stops early (its status says where)
+        stack = {w: np.array([r["series"][w][:reached] for r in runs]) for w in runs[0]["series"]}
+        sgd[d] = {"t": runs[0]["t"][:reached], "mean": {w: v.mean(0).tolist() for w, v in stack.items()},
+                  "spread": {w: v.std(0).tolist() for w, v in stack.items()}, "steps": runs[0]["steps"][:reached],
+                  "seconds": sum(r["seconds"] for r in runs),
+                  "status": next((r["status"] for r in runs if r["status"] != "ok"), "ok"),
+                  "message": next((r["message"] for r in runs if r["status"] != "ok"), "reached the horizon")}  # fmt: skip
         if "fast" in runs[0]:
             sgd[d]["fast"] = {"t": runs[0]["fast"]["t"], "m": np.mean([r["fast"]["m"] for r in runs], 0).tolist()}
     words = [w for w in theory[labels[0]]["series"]  # observables that can move: they hold a trainable letter
@@ -126,7 +130,7 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
             "batch": config.section("sgd")["batch"]}  # fmt: skip
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "compare.json").write_text(json.dumps(data, default=_plain))
+    write_json(out / "compare.json", data)
     _figure(data, out / "compare.png")
     return data
 
@@ -144,14 +148,6 @@ def _moves(model, word):
     from .words import parse
 
     return any(model.alphabet.index(c) in model.trainable for c in parse(word, model.kind, model.K))
-
-
-def _plain(value):
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(type(value))
 
 
 def _sup(a, b, t, until=None):
@@ -220,7 +216,7 @@ def _figure(data, path):
         ax.legend(fontsize=7)
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

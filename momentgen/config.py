@@ -1,7 +1,8 @@
 """Configuration files (TOML, read with the standard library's ``tomllib``).
 
 Every table and key, its default and its unit; unknown keys are errors that suggest the
-nearest valid key::
+nearest valid key, and every value is checked once, here, for every command (type, finite,
+range), so that a wrong one stops with one line that names it::
 
     [model]
     kind = "tied"          # tied | untied | direct                         (required)
@@ -13,7 +14,7 @@ nearest valid key::
 
     [loss]                 # exactly one of builtin / expression
     builtin = "mse"        # mse | softmax-mse
-    activation = "h1"      # mse only: h1 h2 h3 tanh erf relu
+    activation = "h1"      # mse only: h1 h2 h3 tanh erf softplus
     student = [1]          # indices summed into the student output (default [1])
     teacher = [2]          # indices summed into the teacher output (default [2])
     expression = "..."     # custom loss in G[i, j, k] (see momentgen.losses)
@@ -35,6 +36,7 @@ nearest valid key::
     closure = "zero"       # zero (the paper's Π_M, short window) | quadrature (truncated GNS
                            # representation, valid for all t) | matrix-model (n×n matrix flow)
     size = 400             # matrix-model: matrix size n (error O(1/n); estimate from n and n/2)
+    max_memory_gb = 8.0    # refuse a truncation whose estimated size is larger (raise to override)
 
     [integrate]
     T = 0.05               # horizon on the model's time axis (tied t = 4nη/d; untied, direct τ = nη/d)
@@ -52,9 +54,11 @@ nearest valid key::
     seeds = [0]
 """
 
+import copy
 import difflib
 import hashlib
 import json
+import math
 import pathlib
 import tomllib
 from dataclasses import dataclass, field
@@ -64,29 +68,137 @@ import numpy as np
 from .errors import ModelError, MomentgenError
 from .hierarchy import Model
 from .initial import InitSpec, initial_factors, load_factors
-from .matrices import untied_means
 from .losses import builtin, parse_expression
+from .matrices import untied_means
 
-__all__ = ["Config", "ConfigError", "load_config", "parse_config"]
+__all__ = ["Config", "ConfigError", "load_config", "parse_config", "METHODS", "CLOSURES"]
 
 
 class ConfigError(ModelError):
     """A configuration file that cannot be used as written."""
 
 
-_SCHEMA = {
-    "model": {"kind": None, "L": 1, "K": None, "trainable": None, "gamma": 0.0, "C": None},
-    "loss": {"builtin": None, "expression": None, "activation": "h1", "student": [1], "teacher": [2], "rtol": 1e-8},
-    "init": {"kind": "gaussian", "width_ratio": 1.0, "scale": 1.0, "scale_U": 1.0, "scale_V": 1.0, "c": 1.0,
-             "path": None, "mean": None},
-    "truncation": {"degree": None, "observables": "all", "closure": "zero", "size": 400},
-    "integrate": {"T": None, "points": 51, "method": "LSODA", "rtol": 1e-8, "atol": 1e-10, "validity_tol": 1e-4,
-                  "fast_T": 20.0},
-    "sgd": {"d": 200, "lr": 0.016, "batch": 256, "seeds": [0]},
-}  # fmt: skip
-_REQUIRED = {"model": ("kind", "K"), "truncation": ("degree",), "integrate": ("T",)}
+# ---- validators: each returns the cleaned value or raises ValueError saying what is required ----
+
+
+def _number(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError("must be a number")
+    if not math.isfinite(value):
+        raise ValueError("must be finite")
+    return value
+
+
+def _positive(value):
+    if not _number(value) > 0:
+        raise ValueError("must be a positive number")
+    return value
+
+
+def _non_negative(value):
+    if not _number(value) >= 0:
+        raise ValueError("must be a number ≥ 0")
+    return value
+
+
+def _fraction(value):
+    if not 0 < _number(value) < 1:
+        raise ValueError("must be a number strictly between 0 and 1")
+    return value
+
+
+def _integer(low, high=None):
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low or (high and value > high):
+            raise ValueError(f"must be an integer ≥ {low}" + (f" and ≤ {high}" if high else ""))
+        return value
+
+    return check
+
+
+def _choice(*options, what=None):
+    def check(value):
+        if value not in options:
+            raise ValueError(("is an unknown " + what + ": " if what else "") + f"must be one of {', '.join(options)}")
+        return value
+
+    return check
+
+
+def _optional(check):
+    return lambda value: None if value is None else check(value)
+
+
+def _string(value):
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("must be a non-empty string")
+    return value
+
+
+def _index_list(value):
+    if not isinstance(value, list) or not value:
+        raise ValueError("must be a non-empty list of 1-based indices, e.g. [1] or [1, 3]")
+    for k in value:
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise ValueError(f"must be a list of integer indices (1-based); {k!r} is not one")
+    if len(set(value)) != len(value):
+        raise ValueError("must not repeat an index")
+    return value
+
+
+def _seeds(value):
+    if not isinstance(value, list) or not value or any(isinstance(s, bool) or not isinstance(s, int) or s < 0
+                                                       for s in value):  # fmt: skip
+        raise ValueError("must be a non-empty list of integers ≥ 0, e.g. [0, 1]")
+    return value
+
+
+def _covariance(value):
+    if value is None:
+        return None
+    try:
+        C = np.array(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError("must be a square list of lists of numbers (the L × L token covariance)") from None
+    if C.ndim != 2 or C.shape[0] != C.shape[1]:
+        raise ValueError(f"must be a square matrix (got shape {C.shape})")
+    if not np.all(np.isfinite(C)):
+        raise ValueError("must be finite")
+    smallest = np.linalg.eigvalsh(0.5 * (C + C.T)).min()
+    if not np.allclose(C, C.T, atol=1e-12) or smallest < -1e-12 * max(1.0, np.abs(C).max()):
+        raise ValueError(f"must be symmetric positive semi-definite (smallest eigenvalue {smallest:.3g})")
+    return C.tolist()
+
+
+def _observables(value):
+    if value == "all" or (isinstance(value, list) and all(isinstance(w, str) for w in value)):
+        return value
+    raise ValueError('must be "all" or a list of words, e.g. ["S1 S2"]')
+
+
+REQUIRED = object()  # marks a key without a default
 METHODS = ("LSODA", "Radau", "BDF", "DOP853", "RK45")
 CLOSURES = ("zero", "quadrature", "matrix-model")
+#: Every table and key: (default, validator).
+_SCHEMA = {
+    "model": {"kind": (REQUIRED, _choice("tied", "untied", "direct", what="model kind")), "L": (1, _integer(1, 8)),
+              "K": (REQUIRED, _integer(1, 64)), "trainable": (None, _optional(_index_list)),
+              "gamma": (0.0, _non_negative), "C": (None, _covariance)},
+    "loss": {"builtin": (None, _optional(_choice("mse", "softmax-mse"))), "expression": (None, _optional(_string)),
+             "activation": (None, _optional(_string)), "student": ([1], _index_list), "teacher": ([2], _index_list),
+             "rtol": (1e-8, _fraction)},
+    "init": {"kind": ("gaussian", _choice("gaussian", "identity", "from-file")), "width_ratio": (1.0, _positive),
+             "scale": (1.0, _positive), "scale_U": (1.0, _positive), "scale_V": (1.0, _positive),
+             "c": (1.0, _number), "path": (None, _optional(_string)), "mean": (None, _optional(_number))},
+    "truncation": {"degree": (REQUIRED, _integer(1)), "observables": ("all", _observables),
+                   "closure": ("zero", _choice(*CLOSURES)), "size": (400, _integer(2, 20_000)),
+                   "max_memory_gb": (8.0, _positive)},
+    "integrate": {"T": (REQUIRED, _positive), "points": (51, _integer(2, 1_000_000)),
+                  "method": ("LSODA", _choice(*METHODS)), "rtol": (1e-8, _fraction), "atol": (1e-10, _positive),
+                  "validity_tol": (1e-4, _positive), "fast_T": (20.0, _positive)},
+    "sgd": {"d": (200, _integer(1, 100_000)), "lr": (0.016, _positive), "batch": (256, _integer(1, 10_000_000)),
+            "seeds": ([0], _seeds)},
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -103,6 +215,29 @@ class Config:
 
     def section(self, name):
         return self.raw[name]
+
+    def replace(self, **tables):
+        """A new, validated `Config` with some keys changed, e.g. ``replace(truncation={"degree": 6})``
+        or ``replace(init={2: {"mean": 1.5}})`` — the same validation as a file's."""
+        raw = copy.deepcopy(self.raw)
+        for table, values in tables.items():
+            if table not in raw:
+                raise ConfigError(f"unknown table [{table}]: the tables are {', '.join(raw)}")
+            if not isinstance(values, dict):
+                raise ConfigError(f"[{table}] overrides must be a dict of keys, got {values!r}")
+            if table == "init":
+                for k, keys in values.items():
+                    if str(k) not in raw["init"]:
+                        raise ConfigError(f"[init.{k}] is not an index 1..{self.model.K}")
+                    raw["init"][str(k)].update(keys)
+            else:
+                raw[table].update(values)
+        return parse_config(raw, self.source)
+
+    @property
+    def max_bytes(self):
+        """``[truncation] max_memory_gb`` in bytes: the size guard of every derivation (`hierarchy.check_size`)."""
+        return self.raw["truncation"]["max_memory_gb"] * 2**30
 
     @property
     def digest(self):
@@ -182,55 +317,111 @@ def load_config(path):
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"configuration file {str(path)!r} not found") from None
-    except tomllib.TOMLDecodeError as error:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    except OSError as error:
+        raise ConfigError(f"cannot read configuration file {str(path)!r}: {error.strerror}") from None
     return parse_config(data, source=str(path))
 
 
 def parse_config(data, source=None):
-    """Validate a configuration given as a dict (the parsed TOML), filling in defaults."""
+    """Validate a configuration given as a dict (the parsed TOML), filling in defaults.
+
+    Every key is checked here (type, finiteness, range) — one validation for every command; a
+    wrong one is a `ConfigError` whose one line names the table, the key, what is required and
+    what was given.
+    """
     where = f"{source}: " if source else ""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}a configuration is a table of tables, got {type(data).__name__}")
     _check_keys(data, _SCHEMA, where, "top level")
-    raw = {}
-    for table, keys in _SCHEMA.items():
-        if table == "init":
-            continue
-        given = data.get(table, {})
-        if not isinstance(given, dict):
-            raise ConfigError(f"{where}[{table}] must be a table")
-        _check_keys(given, keys, where, f"[{table}]")
-        for key in _REQUIRED.get(table, ()):
-            if key not in given:
-                raise ConfigError(f"{where}[{table}] needs `{key}`")
-        raw[table] = {**keys, **given}
+    raw = {table: _table(data.get(table, {}), fields, where, f"[{table}]")
+           for table, fields in _SCHEMA.items() if table != "init"}  # fmt: skip
     K = raw["model"]["K"]
-    raw["init"] = _inits(data.get("init", {}), K, where)
-    _check_values(raw, where)
+    given = data.get("init", {})
+    if not isinstance(given, dict):
+        raise ConfigError(f"{where}[init] must hold tables [init.1] … [init.{K}]")
+    extra = sorted(set(given) - {str(k) for k in range(1, K + 1)})
+    if extra:
+        raise ConfigError(f"{where}[init.{extra[0]}] is not an index 1..{K}")
+    missing = [k for k in range(1, K + 1) if str(k) not in given]
+    if missing:
+        raise ConfigError(f"{where}missing [init.{missing[0]}]: every index 1..{K} needs an initialisation")
+    raw["init"] = {str(k): _table(given[str(k)], _SCHEMA["init"], where, f"[init.{k}]") for k in range(1, K + 1)}
+    _check_together(raw, data, where)
     try:
         config = Config(raw, source)
-        config.loss()  # validates the loss table
+        _check_loss(config)
         config.inits()
+    except ConfigError:
+        raise
     except MomentgenError as error:
         raise ConfigError(f"{where}{error}") from error
     return config
 
 
-def _inits(given, K, where):
-    if not isinstance(K, int) or isinstance(K, bool) or K < 1:
-        raise ConfigError(f"{where}[model] K must be a positive integer, got {K!r}")
+def _table(given, fields, where, name):
     if not isinstance(given, dict):
-        raise ConfigError(f"{where}[init] must hold tables [init.1] … [init.K]")
+        raise ConfigError(f"{where}{name} must be a table")
+    _check_keys(given, fields, where, name)
     out = {}
-    for k in range(1, K + 1):
-        table = given.get(str(k))
-        if table is None:
-            raise ConfigError(f"{where}missing [init.{k}]: every index 1..{K} needs an initialisation")
-        _check_keys(table, _SCHEMA["init"], where, f"[init.{k}]")
-        out[str(k)] = {**_SCHEMA["init"], **table}
-    extra = sorted(set(given) - {str(k) for k in range(1, K + 1)})
-    if extra:
-        raise ConfigError(f"{where}[init.{extra[0]}] is not an index 1..{K}")
+    for key, (default, check) in fields.items():
+        if key not in given:
+            if default is REQUIRED:
+                raise ConfigError(f"{where}{name} needs `{key}`")
+            out[key] = default
+            continue
+        try:
+            out[key] = check(given[key])
+        except ValueError as error:
+            raise ConfigError(f"{where}{name} {key} {error}, got {given[key]!r}") from None
     return out
+
+
+def _check_together(raw, data, where):
+    """The rules that involve several keys."""
+    model, loss = raw["model"], raw["loss"]
+    K, L = model["K"], model["L"]
+    if model["C"] is not None and np.shape(model["C"]) != (L, L):
+        raise ConfigError(f"{where}[model] `C` has shape {np.shape(model['C'])}; with L = {L} tokens it must be "
+                          f"{L} × {L}")  # fmt: skip
+    for table, key in (("model", "trainable"), ("loss", "student"), ("loss", "teacher")):
+        bad = [k for k in raw[table][key] or () if not 1 <= k <= K]
+        if bad:
+            raise ConfigError(f"{where}[{table}] `{key}` indices {bad} are out of range 1..{K} (1-based)")
+    if (loss["builtin"] is None) == (loss["expression"] is None):
+        raise ConfigError(f"{where}[loss] needs exactly one of `builtin` or `expression`")
+    if loss["activation"] is not None and loss["builtin"] != "mse":
+        used = "an expression" if loss["expression"] else f"builtin = {loss['builtin']!r}"
+        raise ConfigError(f"{where}[loss] `activation` applies to builtin = \"mse\" only; {used} does not use it: "
+                          "remove it")  # fmt: skip
+    if loss["expression"] is not None and (loss["student"], loss["teacher"]) != ([1], [2]):
+        raise ConfigError(f"{where}[loss] `student` and `teacher` apply to built-in losses only: an expression "
+                          "names its indices itself in G[i, j, k]")  # fmt: skip
+    if loss["builtin"] == "mse" and loss["activation"] is None:
+        loss["activation"] = "h1"
+    for k, table in raw["init"].items():
+        if table["kind"] == "identity" and model["kind"] != "direct" and table["c"] < 0:
+            raise ConfigError(f"{where}[init.{k}] identity `c` = {table['c']} < 0: S_k = c I must be positive "
+                              f"semi-definite in the {model['kind']} model (only a direct S may be negative)")
+        if table["kind"] == "from-file" and table["path"] is None:
+            raise ConfigError(f"{where}[init.{k}] kind = \"from-file\" needs `path` (an .npz of finite-d matrices)")
+        if table["mean"] is not None and model["kind"] != "untied":
+            raise ConfigError(f"{where}[init.{k}] `mean` is the untied pre-activation mean Tr(M_k)/√d; the "
+                              f"{model['kind']} model's pre-activations are centred: remove it")
+    truncation = raw["truncation"]
+    if truncation["closure"] == "quadrature" and truncation["degree"] < 3:
+        raise ConfigError(f"{where}[truncation] the quadrature closure needs degree ≥ 3 (order n = ⌊(M − 1)/2⌋ ≥ 1), "
+                          f"got {truncation['degree']}")
+
+
+def _check_loss(config):
+    """The loss builds, and it depends on a trainable index (else nothing would learn)."""
+    loss = config.loss()
+    trainable = set(config.model.trainable)
+    if not any(int(str(v).rsplit("_", 1)[1]) in trainable for v in loss.expr.free_symbols):
+        raise ConfigError(f"loss {loss.name!r} does not depend on a trainable index {sorted(trainable)}: "
+                          "its gradient is 0 and nothing would move; check [loss] student/teacher and [model] trainable")
 
 
 def _check_keys(given, allowed, where, table):
@@ -239,25 +430,3 @@ def _check_keys(given, allowed, where, table):
             near = difflib.get_close_matches(key, list(allowed), n=1)
             hint = f"; did you mean `{near[0]}`?" if near else f"; valid keys: {', '.join(allowed)}"
             raise ConfigError(f"{where}unknown key `{key}` in {table}{hint}")
-
-
-def _check_values(raw, where):
-    loss = raw["loss"]
-    if (loss["builtin"] is None) == (loss["expression"] is None):
-        raise ConfigError(f"{where}[loss] needs exactly one of `builtin` or `expression`")
-    trunc, integ = raw["truncation"], raw["integrate"]
-    if trunc["closure"] not in CLOSURES:
-        raise ConfigError(f"{where}[truncation] closure must be one of {CLOSURES}, got {trunc['closure']!r}")
-    if integ["method"] not in METHODS:
-        raise ConfigError(f"{where}[integrate] method must be one of {METHODS}, got {integ['method']!r}")
-    for table, key in (("integrate", "T"), ("integrate", "rtol"), ("integrate", "atol"), ("sgd", "lr")):
-        value = raw[table][key]
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-            raise ConfigError(f"{where}[{table}] `{key}` must be a positive number, got {value!r}")
-    for table, key in (("integrate", "points"), ("sgd", "d"), ("sgd", "batch"), ("model", "L")):
-        value = raw[table][key]
-        if not isinstance(value, int) or isinstance(value, bool) or value < (2 if key == "points" else 1):
-            raise ConfigError(f"{where}[{table}] `{key}` must be a positive integer, got {value!r}")
-    obs = trunc["observables"]
-    if not (obs == "all" or (isinstance(obs, list) and all(isinstance(w, str) for w in obs))):
-        raise ConfigError(f"{where}[truncation] observables must be \"all\" or a list of words, got {obs!r}")

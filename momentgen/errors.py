@@ -4,7 +4,8 @@ Each message says what was wrong *and* what to change. Errors about bad user inp
 also derive from `ValueError`, so generic callers can catch them the usual way.
 """
 
-__all__ = ["MomentgenError", "WordError", "ModelError", "UnsupportedLoss", "PotentialError"]
+__all__ = ["MomentgenError", "WordError", "ModelError", "UnsupportedLoss", "PotentialError", "InfeasibleState",
+           "NonFinitePotential", "NoSlavedMean"]
 
 
 class MomentgenError(Exception):
@@ -25,3 +26,26 @@ class UnsupportedLoss(MomentgenError, ValueError):
 
 class PotentialError(MomentgenError, ValueError):
     """Φ cannot be evaluated: infeasible order parameters, a non-finite value, no m*(q)."""
+
+
+class InfeasibleState(PotentialError):
+    """Order parameters outside the feasible set (Q1 ± Q2 not PSD; an untied student collapsed, D_k ≤ 0).
+
+    A run that meets one stops with ``status = "left-feasible-set"``: the truncation is not valid there.
+    """
+
+    status = "left-feasible-set"
+
+
+class NonFinitePotential(PotentialError):
+    """Φ or a derivative is not finite at a state: the loss's Gaussian expectation diverges there
+    (e.g. ``exp(G²)`` once Var G ≥ 1/2). A run stops with ``status = "non-finite-potential"``."""
+
+    status = "non-finite-potential"
+
+
+class NoSlavedMean(PotentialError):
+    """Untied: ∂Φ/∂m = 0 has no strongly convex solution m*(q) at a state (the fast phase has no stable
+    fixed point; MATH.md §4). A run stops with ``status = "no-slaved-mean"``."""
+
+    status = "no-slaved-mean"

@@ -9,10 +9,8 @@ The hierarchy is the trace image of this flow; here it acts on the actual factor
   ``dV_k/dτ = −(β_k I + 2 Σ_{l,r} a⁽ʳ⁾_kl M_l⁽ʳ̄⁾) U_k − γ V_k``;
 * direct, time ``τ = nη/d``:  ``dS_k/dτ = −2 Σ_l (A_kl S_l + B_kl S_lᵀ) − γ S_k``.
 
-`letter_flow` moves the letter matrices themselves by the same laws (the product rule of the
-factor flow written in letters), for states that have letters but no factors — the
-quadrature closure's representation (MATH.md §8); its parts are ``X_k`` (tied),
-``(M_k, A_k, B_k)`` (untied) and ``S_k`` (direct), the layout of `letters_of_parts`.
+The quadrature closure moves factors of its compressed letters by the same laws
+(`momentgen.representation.factor_parts`), so that a kernel stays exact.
 
 Fixed (non-trainable) indices do not move. Coefficients are a mapping from the symbol
 names of `momentgen.hierarchy` (``"Gamma[1,2]"``, ``"beta[1]"``, ``"a2[1,2]"``,
@@ -23,7 +21,7 @@ import numpy as np
 
 from .matrices import letter_matrices
 
-__all__ = ["factor_velocities", "letter_velocities", "letter_flow", "letters_of_parts", "driving_letters"]
+__all__ = ["factor_velocities", "letter_velocities", "driving_letters"]
 
 
 def factor_velocities(model, factors, coefficients):
@@ -67,42 +65,6 @@ def letter_velocities(model, factors, coefficients):
             out += [dM, dM.T, dU @ U.T + U @ dU.T, dV @ V.T + V @ dV.T]
         return out
     return letter_matrices("direct", velocities)
-
-
-def letters_of_parts(kind, parts):
-    """Letter matrices (letter-code order) of letter parts: tied ``X_k``; untied ``(M, A, B)``; direct ``S``."""
-    if kind == "untied":
-        return [X for M, A, B in parts for X in (M, M.T, A, B)]
-    if kind == "direct":
-        return [X for S in parts for X in (S, S.T)]
-    return list(parts)
-
-
-def letter_flow(model, parts, coefficients):
-    """Time derivatives of the letter parts (layout of `letters_of_parts`), fixed indices 0.
-
-    Tied: ``dX_k = −(P_k X_k + X_k P_k)``, ``P_k = Σ_l Γ_kl X_l + γ/4`` (a congruence: PSD
-    letters stay PSD). Untied, with ``D_k = β_k + 2 Σ_l (a⁽¹⁾_kl M_l + a⁽²⁾_kl M_lᵀ)``:
-    ``dM = −(D B + A D) − 2γM``, ``dA = −(D Mᵀ + M Dᵀ) − 2γA``, ``dB = −(Dᵀ M + Mᵀ D) − 2γB``.
-    Direct: as `factor_velocities`. These are the product rule of the factor flow, exactly.
-    """
-    c, K, gamma = coefficients, model.K, coefficients["gamma"]
-    if model.kind == "direct":
-        return factor_velocities(model, parts, coefficients)
-    out = []
-    for k, part in enumerate(parts, start=1):
-        if k not in model.trainable:
-            out.append(tuple(np.zeros_like(X) for X in part) if model.kind == "untied" else np.zeros_like(part))
-        elif model.kind == "tied":
-            P = sum(c[f"Gamma[{k},{l}]"] * parts[l - 1] for l in range(1, K + 1)) + gamma / 4 * np.eye(len(part))
-            out.append(-(P @ part + part @ P))
-        else:
-            M, A, B = part
-            D = c[f"beta[{k}]"] * np.eye(len(M)) + 2 * sum(
-                c[f"a1[{k},{l}]"] * parts[l - 1][0] + c[f"a2[{k},{l}]"] * parts[l - 1][0].T for l in range(1, K + 1))
-            out.append((-(D @ B + A @ D) - 2 * gamma * M, -(D @ M.T + M @ D.T) - 2 * gamma * A,
-                        -(D.T @ M + M.T @ D) - 2 * gamma * B))  # fmt: skip
-    return out
 
 
 def driving_letters(model):

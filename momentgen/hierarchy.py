@@ -21,6 +21,7 @@ words) or untied K = 2 to M = 6 (26 396 words) take about a second. Nothing here
 symbolic expression per word, and nothing imports numba.
 """
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -30,7 +31,7 @@ import scipy.sparse
 from .errors import ModelError, WordError
 from .words import Alphabet, check_model, parse
 
-__all__ = ["Model", "Coefficient", "Program", "build", "TIME_SCALES"]
+__all__ = ["Model", "Coefficient", "Program", "build", "estimate", "check_size", "TIME_SCALES"]
 
 #: The time axis of each model's hierarchy (MATH.md §3–§5); n = SGD step.
 TIME_SCALES = {
@@ -267,7 +268,60 @@ def check_degree(degree, model):
     return int(degree)
 
 
-def build(model, degree, observables=()):
+#: Measured memory of a derivation per term (state and dropped), bytes (tied K = 2, M = 14 … 20: 306–332).
+BYTES_PER_TERM = 330
+MAX_BYTES = 8 * 2**30  # default cap of `build` (the machines have 24 GiB); raise with ``max_bytes``
+MAX_SCAN = 5e9  # candidate words `Alphabet.enumerate_packed` may scan for observables = "all"
+
+
+def estimate(model, degree, observables="all"):
+    """Upper bounds of what `build` would make, computed before anything is built.
+
+    Returns ``{"words", "terms", "bytes", "scan"}``: canonical words of degree ≤ M (bracelet
+    counts ≤ necklaces/… ≈ a^w/(2w) for an alphabet of a letters — the demand-driven closure
+    reaches at most these), their terms (each trainable letter of a word has a fixed number of
+    substitution rules, plus weight decay; the trainable letters are a fraction of all), the
+    memory at `BYTES_PER_TERM`, and the candidates scanned to list every word (``"all"``).
+    """
+    degree = check_degree(degree, model)
+    a = model.alphabet.size
+    symbols, rules, _ = _RULES[model.kind](model)
+    trainable_letters = int(model.is_trainable_letter().sum())
+    per_letter = len(rules) / max(trainable_letters, 1)
+    fraction = trainable_letters / a
+    words = terms = 0.0
+    for w in range(1, degree + 1):
+        count = _necklaces(a, w) / (2 if w > 2 else 1)
+        words += count
+        terms += count * (w * fraction * per_letter + 1)
+    scan = float(a) ** degree if isinstance(observables, str) and observables == "all" else 0.0
+    return {"words": words, "terms": terms, "bytes": terms * BYTES_PER_TERM, "scan": scan}
+
+
+def _necklaces(a, w):
+    """Number of necklaces of length w over a letters: (1/w) Σ_{d | w} φ(d) a^{w/d} (a float)."""
+    total = 0.0
+    for d in range(1, w + 1):
+        if w % d == 0:
+            phi = sum(1 for j in range(1, d + 1) if math.gcd(j, d) == 1)
+            total += phi * float(a) ** (w // d)
+    return total / w
+
+
+def check_size(model, degree, observables="all", max_bytes=MAX_BYTES):
+    """Refuse (`ModelError`, with the estimate) a truncation larger than ``max_bytes`` or whose list of
+    every word would scan more than `MAX_SCAN` candidates; returns the `estimate`."""
+    size = estimate(model, degree, observables)
+    if size["bytes"] > max_bytes or size["scan"] > MAX_SCAN:
+        what = (f"needs about {size['bytes'] / 2**30:.3g} GiB ({size['words']:.3g} words, {size['terms']:.3g} terms)"
+                if size["bytes"] > max_bytes else f"would scan {size['scan']:.3g} candidate words to list them all")
+        raise ModelError(f"the {model.kind} model with K = {model.K} at degree {degree} {what}; the limit is "
+                         f"{max_bytes / 2**30:g} GiB: lower the degree or K, list observables instead of \"all\", "
+                         "or raise [truncation] max_memory_gb")  # fmt: skip
+    return size
+
+
+def build(model, degree, observables=(), max_bytes=MAX_BYTES):
     """Derive the degree-``degree`` truncation of ``model``'s hierarchy as a `Program`.
 
     Parameters
@@ -279,10 +333,13 @@ def build(model, degree, observables=()):
         Words (text syntax) the user wants. The order parameters the coefficients need
         (q, t; for untied also t^A, t^B and the words of β) are always added. With
         "all", every canonical word of degree ≤ M is a state word.
+    max_bytes : float
+        Refuse before building when the `estimate` exceeds it (`check_size`).
 
     Cost grows with the number of terms: about ``2 K w`` per tied word of length ``w``.
     """
     degree = check_degree(degree, model)
+    check_size(model, degree, observables, max_bytes)
     alphabet = model.alphabet
     symbols, rules, gamma_factor = _RULES[model.kind](model)
     symbols.append(Coefficient("gamma", gamma_factor, "weight decay"))
@@ -402,8 +459,14 @@ class Program:
 
     @classmethod
     def from_arrays(cls, model, degree, arrays):
-        """Inverse of `to_arrays`."""
+        """Inverse of `to_arrays`; every index is checked against its range first (a corrupt or
+        edited file is a `ModelError`, never an out-of-bounds read in the compiled kernel)."""
+        missing = [name for name in (*cls._ARRAYS, "symbol_names", "symbol_factors", "symbol_meanings",
+                                     "reason_index", "reason_text") if name not in arrays]  # fmt: skip
+        if missing:
+            raise ModelError(f"program arrays lack {missing}")
         a = {name: np.asarray(arrays[name]) for name in cls._ARRAYS}
+        _check_program_arrays(a, len(arrays["symbol_names"]), model, degree)
         symbols = [Coefficient(str(n), float(f), str(m)) for n, f, m in
                    zip(arrays["symbol_names"], arrays["symbol_factors"], arrays["symbol_meanings"])]  # fmt: skip
         reason = {int(i): str(r) for i, r in zip(arrays["reason_index"], arrays["reason_text"])}
@@ -565,6 +628,36 @@ class Program:
                 else:
                     edge["symbols"].add(self.symbols[s].name)
         return g
+
+
+def _check_program_arrays(a, n_symbols, model, degree):
+    """Shapes, integer types and index ranges of stored program arrays (see `Program.from_arrays`)."""
+    n, n_dropped = len(a["packed"]), len(a["dropped_packed"])
+
+    def require(ok, what):
+        if not ok:
+            raise ModelError(f"program arrays: {what}")
+
+    for name in ("lengths", "indptr", "symbol", "target", "multiplicity", "dropped_indptr", "dropped_symbol",
+                 "dropped_target", "dropped_multiplicity", "parent", "via"):  # fmt: skip
+        require(a[name].ndim == 1 and a[name].dtype.kind in "iu", f"{name} must be a 1-d integer array")
+    require(a["packed"].dtype == np.uint64 and a["dropped_packed"].dtype == np.uint64, "words must be uint64 codes")
+    require(len(a["lengths"]) == n and np.all((a["lengths"] >= 1) & (a["lengths"] <= degree)),
+            f"word lengths must lie in 1..{degree}")  # fmt: skip
+    for prefix, rows, columns in (("", n, n), ("dropped_", n, n_dropped)):
+        indptr, nnz = a[prefix + "indptr"], len(a[prefix + "symbol"])
+        require(len(indptr) == rows + 1 and indptr[0] == 0 and indptr[-1] == nnz and np.all(np.diff(indptr) >= 0),
+                f"{prefix}indptr is not a CSR row pointer for {rows} rows and {nnz} terms")  # fmt: skip
+        require(len(a[prefix + "target"]) == nnz and len(a[prefix + "multiplicity"]) == nnz,
+                f"{prefix}target and {prefix}multiplicity must have one entry per term")  # fmt: skip
+        require(np.all((a[prefix + "symbol"] >= 0) & (a[prefix + "symbol"] < n_symbols)),
+                f"{prefix}symbol indices out of range 0..{n_symbols - 1}")  # fmt: skip
+        require(np.all((a[prefix + "target"] >= 0) & (a[prefix + "target"] < columns)),
+                f"{prefix}target indices out of range 0..{columns - 1}")  # fmt: skip
+    require(len(a["parent"]) == n and np.all((a["parent"] >= -1) & (a["parent"] < n)), "parent out of range")
+    require(len(a["via"]) == n and np.all((a["via"] >= -1) & (a["via"] < n_symbols)), "via out of range")
+    alphabet = model.alphabet
+    require(np.all(a["packed"] < np.uint64(1) << np.uint64(alphabet.bits * degree)), "word codes out of range")
 
 
 class _Locator:

@@ -212,36 +212,98 @@ def _identity_factor(kind, c, d):
     return c * np.eye(d) if kind == "direct" else (root, root) if kind == "untied" else root
 
 
+MAX_DIMENSION = 10_000  # d of matrices read from a file: each d × d letter takes 8 d² bytes (0.8 GB here)
+MAX_ARRAY_BYTES = 2 * 2**30  # one array in an .npz, as its header declares it
+
+
 def load_factors(model, path, d=None):
     """One index's factors from an .npz: tied ``W`` (or ``S``, then W = S^½), untied ``U`` and
-    ``V``, direct ``S``. ``d``, if given, must match."""
-    with np.load(path) as data:
-        names = set(data.files)
-        if model.kind == "untied":
-            _need(names, {"U", "V"}, path)
-            factor = (data["U"], data["V"])
-            size = factor[0].shape[0]
-        elif model.kind == "tied" and "W" in names:
-            factor, size = data["W"], data["W"].shape[0]
+    ``V``, direct ``S``. ``d``, if given, must match.
+
+    Nothing is trusted before it is checked: each array's declared size (zip entry and .npy
+    header) against `MAX_ARRAY_BYTES`, its shape (2-d, d ≤ `MAX_DIMENSION`) and dtype (real
+    numbers; no pickles) before it is read, its values (finite) after.
+    """
+    names = {"untied": ("U", "V"), "direct": ("S",)}.get(model.kind)
+    arrays = _read_npz(path, names or ("W", "S"), any_of=names is None)
+    if model.kind == "untied":
+        factor, size = (arrays["U"], arrays["V"]), arrays["U"].shape[0]
+        if arrays["U"].shape != arrays["V"].shape:
+            raise ModelError(f"{path}: U and V must have the same shape, got {arrays['U'].shape} and {arrays['V'].shape}")
+    elif "W" in arrays:
+        factor, size = arrays["W"], arrays["W"].shape[0]
+    else:
+        S = arrays["S"]
+        if S.shape[0] != S.shape[1]:
+            raise ModelError(f"{path}: S must be square, got shape {S.shape}")
+        if model.kind == "tied":
+            w, V = np.linalg.eigh(0.5 * (S + S.T))
+            if w.min() < -1e-10 * max(1.0, abs(w).max()):
+                raise ModelError(f"{path}: S must be positive semi-definite for the tied model (eigenvalue {w.min():.3g})")
+            factor = V * np.sqrt(np.clip(w, 0, None))
         else:
-            _need(names, {"S"}, path)
-            S = data["S"]
-            if model.kind == "tied":
-                w, V = np.linalg.eigh(0.5 * (S + S.T))
-                if w.min() < -1e-10 * max(1.0, abs(w).max()):
-                    raise ModelError(f"{path}: S must be positive semi-definite for the tied model")
-                factor = V * np.sqrt(np.clip(w, 0, None))
-            else:
-                factor = S
-            size = S.shape[0]
+            factor = S
+        size = S.shape[0]
     if d is not None and size != d:
         raise ModelError(f"{path}: matrices are {size}-dimensional but d = {d}")
     return factor
 
 
-def _need(names, required, path):
-    if not required <= names:
-        raise ModelError(f"{path} holds {sorted(names)}; this model needs arrays {sorted(required)}")
+def _read_npz(path, names, any_of=False):
+    """The named arrays of an .npz (all of them, or — ``any_of`` — the first present), checked."""
+    import zipfile
+
+    try:
+        archive = zipfile.ZipFile(path)
+    except FileNotFoundError:
+        raise ModelError(f"from-file init: {str(path)!r} not found") from None
+    except (zipfile.BadZipFile, OSError) as error:
+        raise ModelError(f"from-file init: {str(path)!r} is not an .npz archive ({error})") from None
+    with archive:
+        present = [n for n in names if f"{n}.npy" in archive.namelist()]
+        wanted = present[:1] if any_of else list(names)
+        if not present or (not any_of and len(present) < len(names)):
+            held = sorted(n[:-4] for n in archive.namelist() if n.endswith(".npy"))
+            need = " or ".join(names) if any_of else " and ".join(names)
+            raise ModelError(f"{path} holds {held}; this model needs {need}")
+        out = {}
+        for name in wanted:
+            info = archive.getinfo(f"{name}.npy")
+            if info.file_size > MAX_ARRAY_BYTES:
+                raise ModelError(f"{path}: array {name} would take {info.file_size / 2**30:.3g} GiB; the limit is "
+                                 f"{MAX_ARRAY_BYTES / 2**30:g} GiB")  # fmt: skip
+            with archive.open(info) as member:
+                shape, dtype = _npy_header(member, path, name)
+            _check_shape(shape, dtype, path, name)
+            with archive.open(info) as member:
+                array = np.lib.format.read_array(member, allow_pickle=False)
+            if not np.all(np.isfinite(array)):
+                raise ModelError(f"{path}: array {name} holds non-finite values (NaN or inf)")
+            out[name] = np.asarray(array, dtype=float)
+    return out
+
+
+def _npy_header(member, path, name):
+    try:
+        version = np.lib.format.read_magic(member)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(member)  # shape, Fortran order, dtype
+    except (ValueError, OSError) as error:
+        raise ModelError(f"{path}: array {name} is not a valid .npy ({error})") from None
+    return shape, dtype
+
+
+def _check_shape(shape, dtype, path, name):
+    if dtype.kind not in "fiu" or dtype.hasobject:
+        raise ModelError(f"{path}: array {name} has dtype {dtype}; real numbers are needed")
+    if len(shape) != 2:
+        raise ModelError(f"{path}: array {name} must be a matrix (2-d), got shape {shape}")
+    d = shape[0]
+    if d > MAX_DIMENSION or shape[1] > MAX_DIMENSION:
+        raise ModelError(f"{path}: array {name} has shape {shape}: the letters would be {d} × {d} "
+                         f"({8 * d * d / 2**30:.2g} GiB each); the limit is d ≤ {MAX_DIMENSION}")  # fmt: skip
+    if np.prod(shape, dtype=float) * dtype.itemsize > MAX_ARRAY_BYTES:
+        raise ModelError(f"{path}: array {name} of shape {shape} exceeds {MAX_ARRAY_BYTES / 2**30:g} GiB")
 
 
 def empirical_moments(model, factors, words):

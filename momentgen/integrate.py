@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import MomentgenError, PotentialError
+from .errors import InfeasibleState, MomentgenError, NonFinitePotential, NoSlavedMean
 from .stepper import Event, integrate
 
 __all__ = ["SolveResult", "solve", "validity_horizon", "last_time_within", "solve_config", "audited"]
 
 METHODS_WITH_JACOBIAN = ("Radau", "BDF")
+STATE_ERRORS = (InfeasibleState, NonFinitePotential, NoSlavedMean)  # a state the run cannot go past: a status
 LSODA_MAX_WORDS = 3000  # LSODA allocates a dense n×n Jacobian: 72 MB at this size
 
 
@@ -115,7 +116,7 @@ def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, b
     track = (lambda t, y: truncation.track(y)) if program.model.kind == "untied" else None
     run = integrate(truncation.rhs, y0, grid, method=method, rtol=rtol, atol=atol,
                     jac=truncation.jac if method in METHODS_WITH_JACOBIAN else None, events=events, on_step=track,
-                    recoverable=(PotentialError,), recoverable_status="left-feasible-set")  # fmt: skip
+                    recoverable=STATE_ERRORS, recoverable_status="left-feasible-set")  # fmt: skip
     return SolveResult(run.t, run.y, list(program.words), run.status, run.message, run.t_stop,
                        program.model.time_scale, program.degree, method, run.nfev, time.perf_counter() - start)  # fmt: skip
 
@@ -162,9 +163,11 @@ def solve_config(config, degree=None, factors=None):
 
     integrate = config.section("integrate")
     M = config.section("truncation")["degree"] if degree is None else degree
+    observables = config.section("truncation")["observables"]
     runs, closed, potential = {}, None, None
-    for m in sorted({M, M - 2} - {0, 1}):
-        program = build(config.model, m, config.section("truncation")["observables"])
+    for m in [M] + ([M - 2] if M - 2 >= 2 else []):  # degree M first: an error names the degree asked for
+        listed = observables if m == M or observables == "all" else [w for w in observables if len(w.split()) <= m]
+        program = build(config.model, m, listed, max_bytes=config.max_bytes)
         initial = None if factors is None else empirical_moments(config.model, factors, program.word_codes)
         truncation, y0 = from_config(config, m, program=program, initial=initial, potential=potential)
         potential = truncation.potential  # one compiled integrand and calibrated rule for both degrees
@@ -180,7 +183,7 @@ def solve_config(config, degree=None, factors=None):
                          reset=lambda: setattr(truncation, "branch", start))  # fmt: skip
         result.extra = extra
         runs[m] = result
-        closed = len(truncation.program.dropped_packed) == 0
+        closed = closed if closed is not None else len(truncation.program.dropped_packed) == 0
     fine = runs[M]
     observables = _reported_words(fine, config)
     fine.valid_until = validity_horizon(fine, runs.get(M - 2), observables, integrate["validity_tol"], closed)

@@ -10,17 +10,23 @@ Built-ins, addressable by name from config files (`builtin`):
 * ``mse``: teacher–student squared error ``ℓ = (ŷ_student − ŷ_teacher)²`` with the readout
   ``ŷ_k = (1/L) Σ_{i,j} h(G[i, j, k])`` summed over the student (resp. teacher) indices;
   for ``L = 1`` this is ``(h(G_student) − h(G_teacher))²``. Activations ``h``: ``h1 = x``,
-  ``h2 = (x²−1)/√2``, ``h3 = (x³−3x)/√6``, ``tanh``, ``erf``, ``relu``.
+  ``h2 = (x²−1)/√2``, ``h3 = (x³−3x)/√6``, ``tanh``, ``erf``, ``softplus`` (``relu`` is refused:
+  its second derivative is a Dirac mass, which Price's theorem cannot integrate).
 * ``softmax-mse``: ``ℓ = ‖softmax_row(G_student) − softmax_row(G_teacher)‖²_F`` over the
   ``L × L`` attention matrix (row-wise softmax over ``j``).
 
 Custom losses are expression strings (`parse_expression`), e.g.
 ``"(G[1,1,1] - G[1,1,2])**2"``, read by a restricted parser: only ``G[i, j, k]`` with
 integer indices, numbers, ``+ - * / **``, the constants ``pi`` and ``E``, and the
-functions in `FUNCTIONS`. Nothing in the string is ever evaluated as Python.
+functions in `FUNCTIONS`. Nothing in the string is ever evaluated as Python. What a
+loss may cost is capped before anything is expanded (`LIMITS`): nesting depth, the size of
+numbers, and the total polynomial degree (the Wick expansion of Φ grows like the number of
+moments of that degree); and a loss must be finite with finite first and second derivatives
+on the real line (no ``1/G``, ``log(G²)``): otherwise its Gaussian expectation need not exist.
 """
 
 import ast
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -28,7 +34,7 @@ import sympy
 
 from .errors import UnsupportedLoss
 
-__all__ = ["Loss", "ACTIVATIONS", "BUILTINS", "FUNCTIONS", "builtin", "parse_expression"]
+__all__ = ["Loss", "ACTIVATIONS", "BUILTINS", "FUNCTIONS", "LIMITS", "builtin", "parse_expression"]
 
 _x = sympy.Symbol("x", real=True)
 ACTIVATIONS = {
@@ -37,20 +43,31 @@ ACTIVATIONS = {
     "h3": (_x**3 - 3 * _x) / sympy.sqrt(6),
     "tanh": sympy.tanh(_x),
     "erf": sympy.erf(_x),
-    "relu": sympy.Max(0, _x),
+    "softplus": sympy.log(1 + sympy.exp(_x)),
+}
+_REFUSED = {  # functions whose second derivative is not an ordinary function: Price's theorem needs one
+    "relu": "relu's second derivative is a Dirac mass at 0; use softplus (a smooth relu), tanh or erf",
+    "abs": "abs's second derivative is a Dirac mass at 0; use a smooth alternative such as sqrt(1 + x**2)",
 }
 
 #: Functions a custom expression may call, and the sympy function each one means.
 FUNCTIONS = {
     "exp": sympy.exp, "log": sympy.log, "sqrt": sympy.sqrt, "tanh": sympy.tanh, "erf": sympy.erf,
-    "sin": sympy.sin, "cos": sympy.cos, "cosh": sympy.cosh, "sinh": sympy.sinh, "abs": sympy.Abs,
+    "sin": sympy.sin, "cos": sympy.cos, "cosh": sympy.cosh, "sinh": sympy.sinh,
     "sigmoid": lambda z: 1 / (1 + sympy.exp(-z)), "softplus": lambda z: sympy.log(1 + sympy.exp(z)),
-    "relu": lambda z: sympy.Max(0, z),
     **{name: (lambda h: lambda z: h.subs(_x, z))(h) for name, h in ACTIVATIONS.items() if name.startswith("h")},
 }  # fmt: skip
 _CONSTANTS = {"pi": sympy.pi, "E": sympy.E}
-_MAX_EXPRESSION = 5000  # characters
-_MAX_POWER = 12
+
+#: What a loss may cost, checked before anything is expanded or compiled.
+LIMITS = {
+    "characters": 5000,  # length of an expression string
+    "depth": 40,  # nesting of operations and calls
+    "power": 12,  # |exponent| of a single power
+    "number": 1e15,  # |a number| (and 1/|a number|) anywhere in the expression
+    "degree": 16,  # total polynomial degree in G of the loss
+    "moments": 2_000_000,  # Gaussian moments the Wick expansion of a polynomial loss needs
+}
 
 
 @dataclass(frozen=True)
@@ -96,6 +113,8 @@ def _indices(indices, K, role):
 
 
 def _mse(L, K, activation="h1", student=(1,), teacher=(2,)):
+    if activation in _REFUSED:
+        raise UnsupportedLoss(f"activation {activation!r} is refused: {_REFUSED[activation]}")
     if activation not in ACTIVATIONS:
         raise UnsupportedLoss(f"unknown activation {activation!r}: choose one of {', '.join(ACTIVATIONS)}")
     G = _grid(L, K)
@@ -141,11 +160,14 @@ def builtin(name, L=1, K=2, **options):
     if name not in BUILTINS:
         raise UnsupportedLoss(f"unknown built-in loss {name!r}: choose one of {', '.join(BUILTINS)} "
                               "or give an expression")  # fmt: skip
+    if name == "softmax-mse" and L == 1:
+        raise UnsupportedLoss("softmax-mse needs L ≥ 2 tokens: a softmax over one token is 1, so the loss is "
+                              "identically 0 (use mse for L = 1)")  # fmt: skip
     try:
         expr, label = BUILTINS[name](L, K, **options)
     except TypeError as error:
         raise UnsupportedLoss(f"bad options for loss {name!r}: {error}") from None
-    return Loss(expr, L, K, label)
+    return _checked(Loss(expr, L, K, label))
 
 
 def parse_expression(text, L, K):
@@ -157,23 +179,114 @@ def parse_expression(text, L, K):
     _check_sizes(L, K)
     if not isinstance(text, str):
         raise UnsupportedLoss(f"a loss expression is a string, got {type(text).__name__}")
-    if len(text) > _MAX_EXPRESSION:
-        raise UnsupportedLoss(f"loss expression is {len(text)} characters long; the limit is {_MAX_EXPRESSION}")
+    if len(text) > LIMITS["characters"]:
+        raise UnsupportedLoss(f"loss expression is {len(text)} characters long; the limit is {LIMITS['characters']}")
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
         raise UnsupportedLoss(f"cannot parse loss expression {_short(text)}: {error}") from None
-    try:
-        expr = _Translator(L, K).visit(tree.body)
-    except RecursionError:
-        raise UnsupportedLoss("loss expression is nested too deeply") from None
+    depth = _depth(tree.body)
+    if depth > LIMITS["depth"]:
+        raise UnsupportedLoss(f"loss expression {_short(text)} is nested {depth} deep; the limit is {LIMITS['depth']}")
+    expr = _Translator(L, K).visit(tree.body)
     if not isinstance(expr, sympy.Expr) or not (expr.free_symbols & set(variables(L, K))):
         raise UnsupportedLoss(f"loss expression {_short(text)} does not depend on any G[i, j, k]")
-    return Loss(expr, L, K, text.strip())
+    return _checked(Loss(expr, L, K, text.strip()))
+
+
+def _depth(node):
+    """Nesting depth of an expression tree, iteratively (no recursion to exhaust)."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def _checked(loss):
+    """Refuse a loss whose cost or whose Gaussian expectation cannot be bounded (see `LIMITS`)."""
+    degree = _degree_bound(loss.expr, set(loss.variables))
+    if degree > LIMITS["degree"]:
+        raise UnsupportedLoss(f"loss {_short(loss.name)} has polynomial degree up to {degree} in G; the limit is "
+                              f"{LIMITS['degree']} (its Wick expansion would not finish)")  # fmt: skip
+    if loss.is_polynomial:
+        moments = math.comb(len(loss.expr.free_symbols) + degree, degree)
+        if moments > LIMITS["moments"]:
+            raise UnsupportedLoss(f"loss {_short(loss.name)} needs about {moments:.2g} Gaussian moments of degree "
+                                  f"≤ {degree} in {len(loss.expr.free_symbols)} variables (limit "
+                                  f"{LIMITS['moments']:.0e}): lower the degree or use fewer variables")  # fmt: skip
+    for order, expr in enumerate(_derivatives(loss)):
+        bad = _singular_part(expr)
+        if bad is not None:
+            what = ("the loss", "its gradient", "its second derivatives")[order]
+            raise UnsupportedLoss(f"loss {_short(loss.name)} is singular on the real line: {what} contains {bad}, "
+                                  "which is infinite (or undefined) where its argument is 0 — its Gaussian "
+                                  "expectation need not exist; use a loss that is smooth for every real G")  # fmt: skip
+    return loss
+
+
+def _derivatives(loss):
+    """ℓ, and the distinct first and second derivatives' terms (as sums), for the singularity check."""
+    used = sorted(loss.expr.free_symbols, key=str)
+    first = [sympy.diff(loss.expr, v) for v in used]
+    second = [sympy.diff(g, v) for g in first for v in used]
+    return loss.expr, sympy.Add(*first), sympy.Add(*second)
+
+
+def _singular_part(expr):
+    """A sub-expression that is not finite for every real G — a negative power of a base that can
+    vanish, a log of an argument that can vanish or be negative, a fractional power of an argument
+    that can be negative — or None."""
+    for node in sympy.preorder_traversal(expr):
+        if isinstance(node, sympy.Pow) and node.exp.is_number:
+            if node.exp.is_negative and not node.base.is_positive:
+                return node
+            if not node.exp.is_integer and not node.base.is_nonnegative:
+                return node
+        if isinstance(node, sympy.log) and not node.args[0].is_positive:
+            return node
+    return None
+
+
+def _degree_bound(expr, symbols):
+    """An upper bound of the total polynomial degree of ``expr`` in ``symbols`` (non-polynomial
+    functions count their argument's degree); iterative over the tree."""
+    order, stack = [], [expr]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(node.args)
+    degree = {}
+    for node in reversed(order):
+        if node in symbols:
+            degree[node] = 1
+        elif not node.args or node.is_number:
+            degree[node] = 0
+        elif isinstance(node, sympy.Pow) and node.exp.is_number:
+            degree[node] = degree[node.base] * max(1, int(abs(node.exp)))
+        elif isinstance(node, sympy.Mul):
+            degree[node] = sum(degree[a] for a in node.args)
+        else:
+            degree[node] = max(degree[a] for a in node.args)
+    return degree[expr]
 
 
 def _short(text, limit=60):
     return repr(text) if len(text) <= limit else repr(text[:limit]) + f"… ({len(text)} characters)"
+
+
+_DIGITS = math.log10(LIMITS["number"])
+
+
+def _bounded(value):
+    """``value`` unless it is a number outside [1/LIMITS["number"], LIMITS["number"]] in size."""
+    if value.is_number and value != 0:
+        size = abs(complex(value.evalf(20)))
+        if not 1 / LIMITS["number"] <= size <= LIMITS["number"]:
+            raise UnsupportedLoss(f"the number {value.evalf(6)} is out of range: numbers in a loss must lie between "
+                                  f"{1 / LIMITS['number']:g} and {LIMITS['number']:g} in size")  # fmt: skip
+    return value
 
 
 class _Translator(ast.NodeVisitor):
@@ -197,9 +310,13 @@ class _Translator(ast.NodeVisitor):
         if op is None:
             return self.generic_visit(node.op)
         left, right = self.visit(node.left), self.visit(node.right)
-        if isinstance(node.op, ast.Pow) and (not right.is_number or abs(float(right)) > _MAX_POWER):
-            raise UnsupportedLoss(f"powers must be numbers of size at most {_MAX_POWER}, got {right}")
-        return op(left, right)
+        if isinstance(node.op, ast.Pow):
+            if not right.is_number or abs(float(right)) > LIMITS["power"]:
+                raise UnsupportedLoss(f"powers must be numbers of size at most {LIMITS['power']}, got {right}")
+            if left.is_number and left != 0 and abs(float(right) * math.log10(abs(complex(left)))) > _DIGITS:
+                raise UnsupportedLoss(f"the number {left}**{right} is out of range: numbers in a loss must lie "
+                                      f"between {1 / LIMITS['number']:g} and {LIMITS['number']:g} in size")  # fmt: skip
+        return _bounded(op(left, right))
 
     def visit_UnaryOp(self, node):
         op = self._UNARY.get(type(node.op))
@@ -208,7 +325,9 @@ class _Translator(ast.NodeVisitor):
     def visit_Constant(self, node):
         if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
             raise UnsupportedLoss(f"constant {node.value!r} is not a number")
-        return sympy.nsimplify(node.value) if isinstance(node.value, float) else sympy.Integer(node.value)
+        if not math.isfinite(node.value):
+            raise UnsupportedLoss(f"constant {node.value!r} is not finite")
+        return _bounded(sympy.nsimplify(node.value) if isinstance(node.value, float) else sympy.Integer(node.value))
 
     def visit_Name(self, node):
         if node.id not in _CONSTANTS:
@@ -219,6 +338,8 @@ class _Translator(ast.NodeVisitor):
         if not isinstance(node.func, ast.Name):
             raise UnsupportedLoss(f"only plain function calls are allowed, not {type(node.func).__name__} "
                                   f"(column {node.col_offset}): use one of {', '.join(sorted(FUNCTIONS))}")  # fmt: skip
+        if node.func.id in _REFUSED:
+            raise UnsupportedLoss(f"function {node.func.id!r} is refused: {_REFUSED[node.func.id]}")
         if node.func.id not in FUNCTIONS or node.keywords:
             raise UnsupportedLoss(f"function {node.func.id!r} is not allowed (or takes no keywords): "
                                   f"use one of {', '.join(sorted(FUNCTIONS))}")  # fmt: skip

@@ -38,7 +38,7 @@ import numpy as np
 import sympy
 
 from .codegen import compile_weighted_sum
-from .errors import PotentialError, UnsupportedLoss
+from .errors import InfeasibleState, NonFinitePotential, NoSlavedMean, PotentialError, UnsupportedLoss
 from .words import check_model
 
 __all__ = ["Potential", "PotentialValue", "SecondDerivatives"]
@@ -134,7 +134,7 @@ class Potential:
         m = np.zeros(K) if m is None else np.asarray(m, float).reshape(K)
         Q1, Q2 = (np.asarray(Q, float).reshape(K, K) for Q in (Q1, Q2))
         if not (np.all(np.isfinite(m)) and np.all(np.isfinite(Q1)) and np.all(np.isfinite(Q2))):
-            raise PotentialError(f"non-finite order parameters m={m}, Q1={Q1.tolist()}, Q2={Q2.tolist()}")
+            raise NonFinitePotential(f"non-finite order parameters m={m}, Q1={Q1.tolist()}, Q2={Q2.tolist()}")
         return m, Q1, Q2
 
     def evaluate(self, *, q=None, m=None, q1=None, q2=None, Omega=None, Psi=None, estimate_error=False):
@@ -144,7 +144,7 @@ class Potential:
         if self.kind != "untied":  # centred pre-activations: there is no mean to differentiate by
             value.b, value.m_hessian = np.zeros(self.K), np.zeros((self.K, self.K))
         if not np.isfinite(value.phi) or not all(np.all(np.isfinite(x)) for x in (value.dQ1, value.dQ2, value.b)):
-            raise PotentialError(f"Phi of loss {self.loss.name!r} is not finite at m={m.tolist()}, "
+            raise NonFinitePotential(f"Phi of loss {self.loss.name!r} is not finite at m={m.tolist()}, "
                                  f"Q1={Q1.tolist()}, Q2={Q2.tolist()}: check the loss and the state")  # fmt: skip
         return value
 
@@ -239,7 +239,7 @@ class Potential:
                     break  # near the minimum Φ's decrease is below its rounding: the gradient decides
                 alpha /= 2
             m, value = trial, candidate
-        raise PotentialError(
+        raise NoSlavedMean(
             f"no strongly convex m*(q) for loss {self.loss.name!r} at q1={np.round(q1, 6).tolist()}, "
             f"q2={np.round(q2, 6).tolist()} (last m={np.round(m, 6).tolist()}, dPhi/dm={value.b[idx].tolist()}, "
             f"m-Hessian eigenvalues {np.linalg.eigvalsh(value.m_hessian[np.ix_(idx, idx)]).tolist()}): "
@@ -329,7 +329,7 @@ def _check_psd(w, name, Q1, Q2):
     """Raise unless the eigenvalues ``w`` of ``name`` are ≥ 0 (to rounding); the message is
     built only on failure (this runs at every evaluation)."""
     if w.min() < -1e-10 * max(1.0, np.abs(w).max()):
-        raise PotentialError(
+        raise InfeasibleState(
             f"order parameters outside the feasible set: {name} has eigenvalue {w.min():.3g} < 0 at "
             f"Q1={Q1.tolist()}, Q2={Q2.tolist()}; q1 + q2 and q1 - q2 (tied: q; direct: Omega ± Psi) must be "
             "positive semi-definite"

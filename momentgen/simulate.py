@@ -112,6 +112,8 @@ class _SGD:
             traces = [np.sum(W * W) for W in self.factors]
             G = np.stack([(pairs(p, p) - self.C * t) / root_d for p, t in zip(P, traces)], axis=-1)
             g = self.gradient(G)
+            if not np.all(np.isfinite(g)):
+                return False
             for k in self.trainable:
                 gk = g[..., k]
                 grad = flat.T @ mix(gk + gk.transpose(0, 2, 1), P[k]) / (root_d * B)
@@ -122,6 +124,8 @@ class _SGD:
             R = [rows(flat @ V) for _, V in self.factors]
             G = np.stack([pairs(p, r) / root_d for p, r in zip(P, R)], axis=-1)  # x_iᵀ U Vᵀ x_j / √d
             g = self.gradient(G)
+            if not np.all(np.isfinite(g)):
+                return False
             for k in self.trainable:
                 gk = g[..., k]
                 U, V = self.factors[k]
@@ -133,11 +137,14 @@ class _SGD:
             traces = [np.trace(S) for S in self.factors]
             G = np.stack([(pairs(X, sx) - self.C * t) / root_d for sx, t in zip(SX, traces)], axis=-1)
             g = self.gradient(G)  # G_ij = x_iᵀ S x_j: ∂/∂S = x_i x_jᵀ
+            if not np.all(np.isfinite(g)):
+                return False
             for k in self.trainable:
                 gk = g[..., k]
                 grad = flat.T @ mix(gk, X) / (root_d * B)
                 grad -= np.einsum("bij,ij->", gk, self.C) / (root_d * B) * np.eye(self.d)
                 self.factors[k] = decay * self.factors[k] - self.lr * grad
+        return True
 
     def means(self):
         return untied_means(self.factors) if self.kind == "untied" else None
@@ -179,27 +186,50 @@ def sgd(model, loss, inits, *, d, lr, batch, times, words, gamma=0.0, C=None, se
     show = sys.stderr.isatty() if progress is None else progress
     values, means, fast_m, step, start = [], [], [], 0, time.perf_counter()
     last = max([schedule[-1]] + fast)
+    status, message = "ok", "reached the horizon"
     for target in sorted(set(schedule) | set(fast)):
-        while step < target:
-            run.step()
+        while step < target and status == "ok":
+            if not run.step():
+                status = "diverged"
+                message = (f"diverged at step {step + 1}, {_axis(model.kind)} = {_time_of(model.kind, step + 1, d, lr):.6g}: "
+                           f"the SGD state became non-finite; lower the learning rate (η = {lr:g}, ηd/B = "
+                           f"{lr * d / batch:.3g}) or the weight decay (γ = {gamma:g})")  # fmt: skip
             step += 1
             if show and step % 200 == 0:
                 rate = step / (time.perf_counter() - start)
                 print(f"\rSGD d={d} B={batch}: step {step}/{last} ({rate:.0f} steps/s)", end="", file=sys.stderr)
+        if status != "ok":
+            break
+        measured = _measure(model.kind, run.factors, codes)
+        if not np.all(np.isfinite(measured)):
+            status = "diverged"
+            message = f"diverged by step {step}: a measured moment is not finite; lower the learning rate"
+            break
         if target in fast:
             fast_m.extend([run.means()] * fast.count(target))
         if target in schedule:
             count = int(np.sum(schedule == target))
-            values.extend([_measure(model.kind, run.factors, codes)] * count)
+            values.extend([measured] * count)
             means.extend([run.means()] * count)
     if show:
         print(file=sys.stderr)
-    series = {w: np.array(v) for w, v in zip(texts, np.array(values).T)}
-    info = {"seconds": time.perf_counter() - start, "lr": lr, "batch": batch, "seed": seed, "steps_total": step}
+    kept = len(values)
+    series = {w: np.array(v) for w, v in zip(texts, np.array(values).reshape(kept, len(texts)).T)}
+    info = {"seconds": time.perf_counter() - start, "lr": lr, "batch": batch, "seed": seed, "steps_total": step,
+            "status": status, "message": message}  # fmt: skip
     if fast:
-        info.update(fast_t=np.asarray(fast_times, float), fast_m=np.array(fast_m))
-    return SimulationResult(np.asarray(times, float), series, d, schedule,
+        info.update(fast_t=np.asarray(fast_times, float)[: len(fast_m)], fast_m=np.array(fast_m))
+    return SimulationResult(np.asarray(times, float)[:kept], series, d, schedule[:kept],
                             np.array(means) if model.kind == "untied" else None, info)  # fmt: skip
+
+
+def _axis(kind):
+    return "t" if kind == "tied" else "tau"
+
+
+def _time_of(kind, step, d, lr):
+    """The theory time of SGD step ``step`` (inverse of `steps_for`)."""
+    return step * (4 * lr / d if kind == "tied" else lr / d)
 
 
 def matrix_flow(model, potential, factors, *, times, words, gamma=0.0, rtol=1e-9, atol=1e-11, means=None,
@@ -217,6 +247,7 @@ def matrix_flow(model, potential, factors, *, times, words, gamma=0.0, rtol=1e-9
     ``probes``: code tuples measured as they are (not canonicalised; for a state that is not
     tracial their rotations differ), returned as ``info["probes"]`` of shape (times, probes).
     """
+    from .integrate import STATE_ERRORS
     from .stepper import integrate
     from .hierarchy import build
     from .representation import vector_moments
@@ -262,20 +293,22 @@ def matrix_flow(model, potential, factors, *, times, words, gamma=0.0, rtol=1e-9
 
     times = np.asarray(times, dtype=float)
     track = (lambda t, vector: truncation.track(order_parameters(vector))) if kind == "untied" else None
-    run = integrate(velocity, pack(factors), times, method="DOP853", rtol=rtol, atol=atol, on_step=track)
-    if run.status != "ok":
-        raise RuntimeError(f"matrix flow failed: {run.message}")
+    run = integrate(velocity, pack(factors), times, method="DOP853", rtol=rtol, atol=atol, on_step=track,
+                    recoverable=STATE_ERRORS)  # fmt: skip
     values = np.array([moments_of(codes + list(probes), letters_of(kind, unpack(vector))) for vector in run.y])
     series = {w: values[:, i] for i, w in enumerate(texts)}
     d = (factors[0][0] if grouped else factors[0]).shape[0]
-    return SimulationResult(run.t, series, d, info={"nfev": run.nfev, "probes": values[:, len(codes) :]})
+    return SimulationResult(run.t, series, d, info={"nfev": run.nfev, "probes": values[:, len(codes) :],
+                                                    "status": run.status, "message": run.message})  # fmt: skip
 
 
 def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41):
     """Run ``[sgd]`` for every seed up to ``[integrate] T``; JSON-ready dict (the ``simulate`` output).
 
     Series are the mean over seeds, ``spread`` their standard deviation; times are on the
-    model's axis. Untied runs also report the means m_k on the fast axis t = nη.
+    model's axis. Untied runs also report the means m_k on the fast axis t = nη. ``status`` is
+    "ok", or "diverged" (``message`` says at which step) — then the series hold the times every
+    seed reached, and nothing non-finite.
     """
     sgd_table, integrate = config.section("sgd"), config.section("integrate")
     d = sgd_table["d"] if d is None else d
@@ -286,16 +319,22 @@ def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41):
     runs = [sgd(config.model, config.loss(), config.inits(), d=d, lr=sgd_table["lr"], batch=sgd_table["batch"],
                 times=times, words=words, gamma=config.section("model")["gamma"], C=config.section("model")["C"],
                 seed=seed, progress=progress, fast_times=fast_times) for seed in seeds]  # fmt: skip
-    stack = {w: np.array([r.series[w] for r in runs]) for w in runs[0].series}
+    reached = min(len(r.t) for r in runs)
+    stack = {w: np.array([r.series[w][:reached] for r in runs]) for w in runs[0].series}
+    failed = [r for r in runs if r.info["status"] != "ok"]
     out = {
-        "model": config.model.kind, "time_scale": config.model.time_scale, "t": times.tolist(),
+        "model": config.model.kind, "time_scale": config.model.time_scale, "t": times[:reached].tolist(),
         "series": {w: v.mean(axis=0).tolist() for w, v in stack.items()},
         "spread": {w: v.std(axis=0).tolist() for w, v in stack.items()},
-        "steps": runs[0].steps.tolist(), "d": d, "lr": sgd_table["lr"], "batch": sgd_table["batch"],
+        "steps": runs[0].steps[:reached].tolist(), "d": d, "lr": sgd_table["lr"], "batch": sgd_table["batch"],
         "seeds": list(seeds), "seconds": sum(r.info["seconds"] for r in runs), "config_hash": config.digest,
+        "status": "diverged" if failed else "ok",
+        "message": f"seed {failed[0].info['seed']}: {failed[0].info['message']}" if failed else "reached the horizon",
     }  # fmt: skip
     if fast_times is not None:
-        out["fast"] = {"t": fast_times.tolist(), "m": np.mean([r.info["fast_m"] for r in runs], axis=0).tolist(),
+        reached_fast = min(len(r.info["fast_m"]) for r in runs)
+        out["fast"] = {"t": fast_times[:reached_fast].tolist(),
+                       "m": np.mean([r.info["fast_m"][:reached_fast] for r in runs], axis=0).tolist(),
                        "time_scale": "t = n eta"}  # fmt: skip
     return out
 

@@ -73,7 +73,8 @@ def integrate(fun, y0, grid, *, method="DOP853", rtol=1e-8, atol=1e-10, jac=None
     events : sequence of `Event`, checked after every accepted step
     on_step : callable (t, y), optional, run after every accepted step
     recoverable : exception classes that a trial stage may raise; the step is retried with
-        smaller steps, and if that keeps failing the run stops with ``recoverable_status``
+        smaller steps, and if that keeps failing the run stops with the error's own ``status``
+        attribute (or ``recoverable_status``)
 
     Returns a `Trajectory` (never raises for an event or a recoverable error).
     """
@@ -100,7 +101,7 @@ def integrate(fun, y0, grid, *, method="DOP853", rtol=1e-8, atol=1e-10, jac=None
     try:
         solver = start(t, y)
     except recoverable as error:
-        return finish(recoverable_status, f"stopped at t = {t:.6g}: {error}", t)
+        return finish(getattr(error, "status", recoverable_status), f"stopped at t = {t:.6g}: {error}", t)
     next_out = 1
     while next_out < len(grid):
         try:
@@ -112,7 +113,7 @@ def integrate(fun, y0, grid, *, method="DOP853", rtol=1e-8, atol=1e-10, jac=None
             last = solver.step_size if solver.step_size and np.isfinite(solver.step_size) else (T - t) / 16
             limit = min(limit, last) / _SHRINK
             if failures > _RETRIES or total_failures > _FAILURES or limit < 1e-12 * max(1.0, abs(T)):
-                return finish(recoverable_status, f"stopped after t = {t:.6g}: {error}", t)
+                return finish(getattr(error, "status", recoverable_status), f"stopped after t = {t:.6g}: {error}", t)
             solver = start(t, y, limit)
             calm = 0
             continue

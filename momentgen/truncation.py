@@ -18,7 +18,7 @@ import numpy as np
 import scipy.sparse
 
 from ._kernel import apply_program
-from .errors import PotentialError
+from .errors import InfeasibleState, PotentialError
 
 __all__ = ["Truncation", "Branch"]
 
@@ -122,7 +122,7 @@ class Truncation:
         for k in self.trainable:
             D = y[L["tA"][k - 1]] + y[L["tB"][k - 1]]
             if not D > 1e-12:
-                raise PotentialError(f"D_{k} = t^A_{k} + t^B_{k} = {D:.3g} <= 0: the student has collapsed "
+                raise InfeasibleState(f"D_{k} = t^A_{k} + t^B_{k} = {D:.3g} <= 0: the student has collapsed "
                                      "(beta is singular); lower the weight decay")  # fmt: skip
             psi = 2 * sum(a[r][k - 1, l] * (y[L["MB"][k - 1, l, r]] + y[L["AM"][k - 1, l, r]])
                           for l in range(self.model.K) for r in (0, 1))  # fmt: skip

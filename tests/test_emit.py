@@ -30,9 +30,10 @@ def test_committed_generated_modules_are_up_to_date(config_path, tmp_path, monke
     config = load_config(relative)
     degree = config.section("truncation")["degree"]
     command = f"momentgen generate-truncation {relative} --degree {degree} --out generated/{committed.name}"
-    write_module(config, tmp_path / committed.name, command=command)
-    for suffix in (".py", ".npz"):
-        fresh, old = (tmp_path / committed.name).with_suffix(suffix), committed.with_suffix(suffix)
+    written = write_module(config, tmp_path / committed.name, command=command)
+    committed_data = committed.with_name(written.data.name)
+    assert committed_data.exists(), f"{committed} is stale: regenerate with `{command}`"
+    for fresh, old in ((written.module, committed), (written.data, committed_data)):
         assert fresh.read_bytes() == old.read_bytes(), f"{old} is stale: regenerate with `{command}`"
 
 
@@ -64,15 +65,22 @@ def test_generated_module_api(name):
     assert np.abs(J.toarray() - F).max() <= tolerance * np.abs(F).max()
 
 
+def data_file(module):
+    """The data file a generated module names (``NAME.<hash>.npz`` beside it)."""
+    (path,) = module.parent.glob(f"{module.stem}.*.npz")
+    return path
+
+
 @pytest.fixture
 def copied_module(tmp_path):
-    for suffix in (".py", ".npz"):
-        shutil.copy(ROOT / "generated" / f"fig4_linear{suffix}", tmp_path / f"fig4_linear{suffix}")
+    module = ROOT / "generated" / "fig4_linear.py"
+    for path in (module, data_file(module)):
+        shutil.copy(path, tmp_path / path.name)
     return tmp_path / "fig4_linear.py"
 
 
 def test_changed_data_file_is_stale(copied_module):
-    data = copied_module.with_suffix(".npz")
+    data = data_file(copied_module)
     raw = bytearray(data.read_bytes())
     raw[len(raw) // 2] ^= 0xFF
     data.write_bytes(bytes(raw))
@@ -98,6 +106,6 @@ def test_spec_edits_gamma_ok_degree_stale(copied_module):
 
 
 def test_missing_data_file_is_stale(copied_module):
-    copied_module.with_suffix(".npz").unlink()
+    data_file(copied_module).unlink()
     with pytest.raises(StaleModuleError, match="missing"):
         import_file(copied_module, "missing_data")

@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from momentgen.errors import ModelError
 from momentgen.flow import letter_velocities
 from momentgen.hierarchy import Model, build
 from momentgen.matrices import letter_matrices, trace_moments

@@ -96,7 +96,7 @@ def test_from_file_inits_give_empirical_moments(tmp_path):
     truncation, y0 = from_config(config)
     expected = empirical_moments(truncation.model, [W, np.sqrt(S2)], truncation.program.word_codes)
     np.testing.assert_allclose(y0, expected, rtol=1e-12)
-    with pytest.raises(ModelError, match="needs arrays"):
+    with pytest.raises(ModelError, match="this model needs W or S"):
         np.savez(tmp_path / "bad.npz", X=W)
         config.raw["init"]["1"]["path"] = str(tmp_path / "bad.npz")
         from_config(parse_config(config.raw))

@@ -18,12 +18,13 @@ def act(name, argument):
 
 def test_mse_readout_for_one_token_is_h_itself():
     """For L = 1 the readout is h(G): the loss evaluated at points equals (h(a) − h(b))² with h
-    written here with the math module (h1 = x, h2 = (x² − 1)/√2, h3 = (x³ − 3x)/√6, tanh, erf, relu)."""
+    written here with the math module (h1 = x, h2 = (x² − 1)/√2, h3 = (x³ − 3x)/√6, tanh, erf,
+    softplus = log(1 + eˣ))."""
     import math
 
     formulas = {"h1": lambda x: x, "h2": lambda x: (x * x - 1) / math.sqrt(2),
                 "h3": lambda x: (x**3 - 3 * x) / math.sqrt(6), "tanh": math.tanh, "erf": math.erf,
-                "relu": lambda x: max(0.0, x)}  # fmt: skip
+                "softplus": lambda x: math.log1p(math.exp(x))}  # fmt: skip
     assert set(formulas) == set(ACTIVATIONS)
     for name, h in formulas.items():
         loss = builtin("mse", L=1, K=2, activation=name)

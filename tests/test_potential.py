@@ -186,7 +186,7 @@ def test_m_star_failure_names_q_and_the_loss():
         (lambda: Potential(builtin("mse"), "untied").evaluate(q1=Q, q2=Q), PotentialError, "missing state `m`"),
         (lambda: Potential(parse_expression("exp(exp(G[1,1,1]))", 1, 2), "tied").evaluate(q=Q), PotentialError,
          "not finite"),
-        (lambda: Potential(builtin("mse", activation="relu"), "tied"), UnsupportedLoss, "relu"),
+        (lambda: builtin("mse", activation="relu"), UnsupportedLoss, "relu"),
         (lambda: Potential(parse_expression("abs(G[1,1,1] - G[1,1,2])", 1, 2), "tied"), UnsupportedLoss, "Dirac"),
         (lambda: Potential(builtin("mse", L=2), "tied", C=[[1, 2], [2, 1]]), PotentialError, "semi-definite"),
         (lambda: Potential(builtin("mse", L=2), "tied", C=np.eye(3)), PotentialError, "shape"),

@@ -6,10 +6,8 @@ import pytest
 from momentgen.closures import solve_with_closure
 from momentgen.config import load_config, parse_config
 from momentgen.errors import ModelError
-from momentgen.flow import letter_flow, letter_velocities, letters_of_parts
-from momentgen.hierarchy import Model, build
-from momentgen.initial import InitSpec, exact_moments, sample_factors
-from momentgen.matrices import letter_matrices
+from momentgen.hierarchy import Model
+from momentgen.initial import InitSpec, exact_moments
 from momentgen.oracles import marchenko_pastur_rule, riccati_tied_moments, solvable_tied_moments
 from momentgen.potential import Potential
 from momentgen.representation import gram_component, initial_representation, vector_moments
@@ -111,23 +109,6 @@ def test_eigenvalues_are_the_gauss_nodes_of_marchenko_pastur():
             Q[:, j + 1] = v / beta[j]
     nodes = np.linalg.eigvalsh(np.diag(alpha) + np.diag(beta, 1) + np.diag(beta, -1))
     np.testing.assert_allclose(np.linalg.eigvalsh(X), nodes, rtol=0, atol=1e-13)
-
-
-@pytest.mark.parametrize("kind", ["tied", "untied", "direct"])
-def test_letter_flow_is_the_product_rule_of_the_factor_flow(kind):
-    """On finite matrices the letter velocities equal d/dt of the letters under the factor flow."""
-    model = Model(kind, 2, [1])
-    factors = sample_factors(model, {1: InitSpec(), 2: InitSpec(scale=0.7)}, 12, seed=3)
-    rng = np.random.default_rng(0)
-    symbols = build(model, 2, []).symbols
-    coefficients = {s.name: rng.standard_normal() for s in symbols} | {"gamma": 0.3}
-    letters = letter_matrices(kind, factors)
-    parts = {"tied": letters, "direct": letters[::2]}.get(kind) or [tuple(letters[i] for i in (j, j + 2, j + 3))
-                                                                   for j in (0, 4)]  # fmt: skip
-    expected = letter_velocities(model, factors, coefficients)
-    got = letters_of_parts(kind, letter_flow(model, parts, coefficients))
-    for a, b in zip(got, expected):
-        np.testing.assert_allclose(a, b, atol=1e-12)
 
 
 def test_exactly_solvable_case_at_n_64_against_the_closed_form():
