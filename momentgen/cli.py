@@ -116,14 +116,19 @@ def _cmd_solve(args):
 
 
 def _horizon(result):
-    """What the closure vouches for, in words (the estimate and its window, or why there is none)."""
-    if result.get("error_estimate") is not None:
+    """What the closure vouches for, in words (its estimate and window, or why there is none)."""
+    scale = result["time_scale"]
+    if result.get("closure", "zero") != "zero":
+        if result.get("error_estimate") is None:
+            return "no error estimate (see the message)"
         bound = "" if result.get("estimate_is_bound", True) else " (not a bound)"
-        return (f"error estimate {result['error_estimate']:.2g}{bound}, within validity_tol until "
-                f"{result['valid_until']:.4g} on {result['time_scale']}")
+        return (f"error estimate {result['error_estimate']:.2g}{bound}; within validity_tol until "
+                f"{result['valid_until']:.4g} on {scale}")
+    if result["message"].startswith("the direct model's hierarchy is closed"):
+        return f"exact (closed system) until {result['valid_until']:.4g} on {scale}"
     if not result["valid_until"]:
-        return "no validity window (degrees M and M − 2 differ at once: use a flow closure)"
-    return f"valid until {result['valid_until']:.4g} on {result['time_scale']} (degrees M vs M − 2)"
+        return "no validity window: degrees M and M − 2 differ beyond validity_tol at once (use a flow closure)"
+    return f"valid until {result['valid_until']:.4g} on {scale} (degrees M and M − 2 agree to validity_tol)"
 
 
 def _seed_list(config, n):

@@ -95,6 +95,8 @@ class _FlowClosure(Closure):
                 difference = np.maximum(difference, gap)
         estimate = np.maximum.accumulate(difference) + self.tolerance
         bounded, why = self.bounded(runs)
+        if bounded is None:  # nothing to compare with: no estimate at all, and no window
+            estimate, bounded = np.full(len(fine.t), np.inf), False
         y = np.array([fine.series[w] for w in words]).T
         status = "ok" if bounded else "unverified"
         message = f"{label}; estimate: {why}"
@@ -106,8 +108,10 @@ class _FlowClosure(Closure):
         out = _to_json(result, words, config)
         out.update(fast)
         out.update(closure=self.name, size=legs["fine"][0] if isinstance(legs["fine"], tuple) else legs["fine"],
-                   error_estimate=float(estimate[-1]), estimate_is_bound=bounded, estimate_legs=sorted(runs),
-                   error_series={"estimate": estimate.tolist(), **fine.info.get("error_series", {})},
+                   error_estimate=float(estimate[-1]) if np.isfinite(estimate[-1]) else None,
+                   estimate_is_bound=bounded, estimate_legs=sorted(runs),
+                   error_series={"estimate": [float(e) if np.isfinite(e) else None for e in estimate],
+                                 **fine.info.get("error_series", {})},
                    potential=potential.accuracy_report())  # fmt: skip
         return out
 
@@ -203,6 +207,8 @@ class QuadratureClosure(_FlowClosure):
     def bounded(self, runs):
         if "radau" in runs:
             return True, "largest difference to the Gauss–Radau variant and to order n − 1 (running maximum)"
+        if "coarse" not in runs:
+            return None, "none: order 1 has neither a Gauss–Radau variant (untied letters) nor an order 0 to compare"
         return False, ("difference of orders n and n − 1 only — not a bound (no Gauss–Radau variant for untied "
                        "letters); cross-check with the matrix-model closure")
 

@@ -353,6 +353,7 @@ def parse_config(data, source=None):
         config = Config(raw, source)
         _check_loss(config)
         config.inits()
+        config.start_factors()  # a from-file init: its file is read and checked now, not after a long run
     except ConfigError:
         raise
     except MomentgenError as error:

@@ -47,6 +47,7 @@ _TENSOR_MAX_DIM = 4
 _TRUNCATION = 10.0  # the trapezoidal rule covers [-10, 10]: Gaussian mass outside ~1e-23
 _MAX_POINTS = 400_000
 _MAX_LEVEL = 200
+_DIVERGED = 1e-3  # a rule still changing this much at its finest level: Φ is (probably) infinite
 
 
 @dataclass
@@ -522,6 +523,11 @@ class _Quadrature:
                 self.accuracy = max(self.accuracy, change)
                 return level
             if len(_rule(dim, level + 1)[1]) > _MAX_POINTS or level >= _MAX_LEVEL:
+                if change > _DIVERGED:
+                    raise NonFinitePotential(
+                        f"the Gaussian expectation Phi of loss {self.potential.loss.name!r} does not converge (relative "
+                        f"change {change:.2g} between quadrature levels at the finest, {level}): it is probably "
+                        "infinite at this state (e.g. exp(G**2) once Var G >= 1/2); change the loss or the scales")
                 warnings.warn(f"quadrature for loss {self.potential.loss.name!r} stopped at level {level} "
                               f"(dimension {dim}) short of rtol={self.potential.rtol:g}: relative change "
                               f"{change:.2g}", stacklevel=4)  # fmt: skip

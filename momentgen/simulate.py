@@ -187,23 +187,25 @@ def sgd(model, loss, inits, *, d, lr, batch, times, words, gamma=0.0, C=None, se
     values, means, fast_m, step, start = [], [], [], 0, time.perf_counter()
     last = max([schedule[-1]] + fast)
     status, message = "ok", "reached the horizon"
+    def diverged(at):
+        return "diverged", (f"diverged at step {at}, {_axis(model.kind)} = {_time_of(model.kind, at, d, lr):.6g}: the "
+                            f"SGD state became non-finite; lower the learning rate (η = {lr:g}, ηd/B = "
+                            f"{lr * d / batch:.3g}) or the weight decay (γ = {gamma:g})")  # fmt: skip
+
     for target in sorted(set(schedule) | set(fast)):
         while step < target and status == "ok":
             if not run.step():
-                status = "diverged"
-                message = (f"diverged at step {step + 1}, {_axis(model.kind)} = {_time_of(model.kind, step + 1, d, lr):.6g}: "
-                           f"the SGD state became non-finite; lower the learning rate (η = {lr:g}, ηd/B = "
-                           f"{lr * d / batch:.3g}) or the weight decay (γ = {gamma:g})")  # fmt: skip
+                status, message = diverged(step + 1)
             step += 1
             if show and step % 200 == 0:
                 rate = step / (time.perf_counter() - start)
                 print(f"\rSGD d={d} B={batch}: step {step}/{last} ({rate:.0f} steps/s)", end="", file=sys.stderr)
         if status != "ok":
             break
-        measured = _measure(model.kind, run.factors, codes)
+        with np.errstate(all="ignore"):
+            measured = _measure(model.kind, run.factors, codes)
         if not np.all(np.isfinite(measured)):
-            status = "diverged"
-            message = f"diverged by step {step}: a measured moment is not finite; lower the learning rate"
+            status, message = diverged(step)
             break
         if target in fast:
             fast_m.extend([run.means()] * fast.count(target))
