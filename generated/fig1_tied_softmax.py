@@ -48,14 +48,14 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'observables': ['S1 S2', 'S1 S1', 'S1'],
                            'size': 400}},
  'config_hash': 'aeb80a62ee2786e4745ead150c3ffe7c86b131eb7990f8e84b2dc9337a4353d0',
- 'data_file': 'fig1_tied_softmax.44409dfb7aa5.npz',
+ 'data_file': 'fig1_tied_softmax.292fbe37ce82.npz',
  'degree': 8,
  'source': 'examples/configs/fig1_tied_softmax.toml'}
 
 _STAMP = {'command': 'momentgen generate-truncation '
             'examples/configs/fig1_tied_softmax.toml --degree 8 --out '
             'generated/fig1_tied_softmax.py',
- 'data_sha256': '44409dfb7aa5d037967f573b5acc5a2e6b2a86b3020e4005e6380c37d00b6d5a',
+ 'data_sha256': '292fbe37ce824c7671417bf341a27a3b04d9e70d9bcdd81b9785a6bab299cf6d',
  'momentgen': '0.1.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

@@ -48,14 +48,14 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'observables': 'all',
                            'size': 400}},
  'config_hash': '4f50fd09992e074e1cf23af431429d8e62714db2abfbb7fd86820996a4fb26b2',
- 'data_file': 'fig2_direct_h2.dcf55fe325a4.npz',
+ 'data_file': 'fig2_direct_h2.3f990ae3d26d.npz',
  'degree': 2,
  'source': 'examples/configs/fig2_direct_h2.toml'}
 
 _STAMP = {'command': 'momentgen generate-truncation '
             'examples/configs/fig2_direct_h2.toml --degree 2 --out '
             'generated/fig2_direct_h2.py',
- 'data_sha256': 'dcf55fe325a498454de469ce8fdfde57a4b9bd2a88cafed748d97bc786cc29fe',
+ 'data_sha256': '3f990ae3d26d836256449b7d6ed1fd87a77a50424a0ef8f560ca7f6ef7c743ba',
  'momentgen': '0.1.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

@@ -48,13 +48,13 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'observables': ['S1 S2', 'S1 S1', 'S1'],
                            'size': 400}},
  'config_hash': '43cd46f6f43b82592525e1fa53c4a10056db99478339699f2f84efd862e5de41',
- 'data_file': 'fig2_tied_h2.1829c154d112.npz',
+ 'data_file': 'fig2_tied_h2.f276d10bef69.npz',
  'degree': 10,
  'source': 'examples/configs/fig2_tied_h2.toml'}
 
 _STAMP = {'command': 'momentgen generate-truncation examples/configs/fig2_tied_h2.toml '
             '--degree 10 --out generated/fig2_tied_h2.py',
- 'data_sha256': '1829c154d112423a84b05b5ce0f031981a851b0e8fab06d223f2ecaf74653a6c',
+ 'data_sha256': 'f276d10bef6907e87d07d04d0040a970eafd6a1c3ca35bc9c9f2919050daf14d',
  'momentgen': '0.1.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

@@ -48,14 +48,14 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'observables': ['M1 M2^T', 'M1 M2'],
                            'size': 400}},
  'config_hash': '863cf94262cac4e19536ad2d6a43ccb4351760bf7f00b09120d1005a209b93d3',
- 'data_file': 'fig3_untied_h1.56d1f3f0e302.npz',
+ 'data_file': 'fig3_untied_h1.e5e69cf83b95.npz',
  'degree': 4,
  'source': 'examples/configs/fig3_untied_h1.toml'}
 
 _STAMP = {'command': 'momentgen generate-truncation '
             'examples/configs/fig3_untied_h1.toml --degree 4 --out '
             'generated/fig3_untied_h1.py',
- 'data_sha256': '56d1f3f0e302c824319d7087aec4e21b69ac69d95379314e6bb4f85f5fdcf8fb',
+ 'data_sha256': 'e5e69cf83b954f3a82bbf231d6ee2c828fa45fab5771c7de4f8e5eea25c34ede',
  'momentgen': '0.1.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

@@ -48,13 +48,13 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
                            'observables': ['S1 S1', 'S1 S2', 'S1'],
                            'size': 400}},
  'config_hash': '0b201d7208411065a20d9caeb7626d928b8c172f4d20203f2de8bac7d0b98edb',
- 'data_file': 'fig4_linear.ea5b6b2495f1.npz',
+ 'data_file': 'fig4_linear.7f02f515d3ea.npz',
  'degree': 8,
  'source': 'examples/configs/fig4_linear.toml'}
 
 _STAMP = {'command': 'momentgen generate-truncation examples/configs/fig4_linear.toml '
             '--degree 8 --out generated/fig4_linear.py',
- 'data_sha256': 'ea5b6b2495f1d155c285745cf04c3e45a91ab434528e5311083e8ecad4b60a41',
+ 'data_sha256': '7f02f515d3ea06b9324a6a7b379f5eb0391690c7c4d4a339b46f5d0dc4e92bb6',
  'momentgen': '0.1.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

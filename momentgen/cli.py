@@ -109,26 +109,25 @@ def _cmd_solve(args):
     ensure_writable(args.json)
     start = time.perf_counter()
     result = solve_with_closure(config)
-    write_json(args.json, result)
-    print(f"{result['model']} {result['closure']}: status {result['status']}; {_horizon(result)}; "
-          f"{time.perf_counter() - start:.2f} s; wrote {args.json}\n  {result['message']}")
-    return 0 if result["status"] in ("ok", "unverified") else 1
+    write_json(args.json, result.to_json())
+    print(f"{result.model} {result.closure}: status {result.status}; {_horizon(result)}; "
+          f"{time.perf_counter() - start:.2f} s; wrote {args.json}\n  {result.message}")
+    return 0 if result.status in ("ok", "unverified") else 1
 
 
 def _horizon(result):
     """What the closure vouches for, in words (its estimate and window, or why there is none)."""
-    scale = result["time_scale"]
-    if result.get("closure", "zero") != "zero":
-        if result.get("error_estimate") is None:
+    scale = result.time_scale
+    if result.closure != "zero":
+        if result.error_estimate is None:
             return "no error estimate (see the message)"
-        bound = "" if result.get("estimate_is_bound", True) else " (not a bound)"
-        return (f"error estimate {result['error_estimate']:.2g}{bound}; within validity_tol until "
-                f"{result['valid_until']:.4g} on {scale}")
-    if result["message"].startswith("the direct model's hierarchy is closed"):
-        return f"exact (closed system) until {result['valid_until']:.4g} on {scale}"
-    if not result["valid_until"]:
+        bound = "" if result.estimate_is_bound else " (not a bound)"
+        return f"error estimate {result.error_estimate:.2g}{bound}; within validity_tol until {result.valid_until:.4g} on {scale}"
+    if "hierarchy is closed" in result.message:
+        return f"exact (closed system) until {result.valid_until:.4g} on {scale}"
+    if not result.valid_until:
         return "no validity window: degrees M and M − 2 differ beyond validity_tol at once (use a flow closure)"
-    return f"valid until {result['valid_until']:.4g} on {scale} (degrees M and M − 2 agree to validity_tol)"
+    return f"valid until {result.valid_until:.4g} on {scale} (degrees M and M − 2 agree to validity_tol)"
 
 
 def _seed_list(config, n):

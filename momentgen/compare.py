@@ -13,11 +13,18 @@ this machine, or, unchanged, a Dask distributed cluster when a scheduler address
 import pathlib
 import time
 
+import joblib
 import numpy as np
 
+from .closures import CLOSURES, solve_with_closure
+from .config import parse_config
 from .files import save_figure, write_json
+from .matrices import initial_factors
+from .problem import Problem
+from .simulate import matrix_flow, simulate_config
+from .words import parse
 
-__all__ = ["compare", "run_tasks"]
+__all__ = ["compare", "run_tasks", "theory_task", "sgd_task", "flow_task"]
 
 
 def run_tasks(tasks, n_jobs=None, scheduler=None):
@@ -26,8 +33,6 @@ def run_tasks(tasks, n_jobs=None, scheduler=None):
     ``scheduler``: address of a Dask distributed scheduler (``tcp://host:port``); the
     same joblib code then runs on the cluster's workers.
     """
-    import joblib
-
     jobs = [joblib.delayed(function)(*args) for function, args in tasks]
     if scheduler is None:
         return joblib.Parallel(n_jobs=n_jobs or min(2, len(jobs)), backend="loky")(jobs)
@@ -38,37 +43,30 @@ def run_tasks(tasks, n_jobs=None, scheduler=None):
             return joblib.Parallel()(jobs)
 
 
-def _theory_task(config_raw, source, closure, degree, d=None, seed=None):
-    from .closures import solve_with_closure
-    from .config import parse_config
-    from .simulate import initial_factors
-
+def theory_task(config_raw, source, closure, degree, d=None, seed=None):
+    """One theory run (a task): the closure at ``degree``, from the d = ∞ law or — with ``d`` — from the
+    matrices the SGD run of ``seed`` starts from. Returns the `Result`'s JSON."""
     config = parse_config(config_raw, source)
     factors = None if d is None else initial_factors(config.model, config.inits(), d, seed)
-    return solve_with_closure(config, closure, degree, factors=factors)
+    return solve_with_closure(config, closure, degree, factors=factors).to_json()
 
 
-def _sgd_task(config_raw, source, d, seed):
-    from .config import parse_config
-    from .simulate import simulate_config
-
+def sgd_task(config_raw, source, d, seed):
+    """One SGD run (a task): `momentgen.simulate.simulate_config` at ``d`` with one ``seed``."""
     return simulate_config(parse_config(config_raw, source), d=d, seeds=[seed], progress=False)
 
 
-def _flow_task(config_raw, source, d, seed):
-    from .config import parse_config
-    from .simulate import _reported, initial_factors, matrix_flow
-
+def flow_task(config_raw, source, d, seed):
+    """The finite-d matrix flow (a task) of the matrices the SGD run of ``seed`` starts from, with the
+    theory's coefficients from their own order parameters."""
     config = parse_config(config_raw, source)
-    model, integrate = config.model, config.section("integrate")
-    factors = initial_factors(model, config.inits(), d, seed)  # the matrices the SGD run of this seed starts from
-    potential, means = config.potential(), config.initial_means()
-    times = np.linspace(0.0, integrate["T"], integrate["points"])
+    factors = initial_factors(config.model, config.inits(), d, seed)
+    problem = Problem.from_config(config, factors)
     start = time.perf_counter()
-    result = matrix_flow(model, potential, factors, times=times, words=_reported(config),
-                         gamma=config.section("model")["gamma"], means=means)  # fmt: skip
+    result = matrix_flow(config.model, factors, problem.source(config.initial_means()), times=problem.times,
+                         words=problem.words)  # fmt: skip
     return {"t": result.t.tolist(), "series": {w: v.tolist() for w, v in result.series.items()}, "d": d,
-            "seconds": time.perf_counter() - start}  # fmt: skip
+            "seconds": time.perf_counter() - start, "status": result.info["status"]}  # fmt: skip
 
 
 def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, closures=("zero",),
@@ -85,8 +83,6 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
     spread}, ``flow`` {d: series}, ``table``: rows (observable, comparison, theory label,
     degree, d, sup error over [0, T], sup error on [0, valid_until]).
     """
-    from .closures import CLOSURES
-
     raw, source = config.raw, config.source
     unknown = sorted(set(closures) - set(CLOSURES))
     if unknown or theory_init not in ("infinite", "finite"):
@@ -97,9 +93,9 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
     specs += [("quadrature", None, d) for d in starts] if "quadrature" in closures else []
     specs += [("matrix-model", None, None)] if "matrix-model" in closures else []  # from the d = ∞ law only
     labels = [_theory_label(config, closure, M, d) for closure, M, d in specs]
-    tasks = [(_theory_task, (raw, source, closure, M, d, seeds[0])) for closure, M, d in specs]
-    tasks += [(_sgd_task, (raw, source, d, s)) for d in dims for s in seeds]
-    tasks += [(_flow_task, (raw, source, d, seeds[0])) for d in dims]
+    tasks = [(theory_task, (raw, source, closure, M, d, seeds[0])) for closure, M, d in specs]
+    tasks += [(sgd_task, (raw, source, d, s)) for d in dims for s in seeds]
+    tasks += [(flow_task, (raw, source, d, seeds[0])) for d in dims]
     start = time.perf_counter()
     results = run_tasks(tasks, n_jobs=n_jobs, scheduler=scheduler)
     theory = dict(zip(labels, results[: len(specs)]))
@@ -145,8 +141,6 @@ def _theory_label(config, closure, degree, d):
 
 
 def _moves(model, word):
-    from .words import parse
-
     return any(model.alphabet.index(c) in model.trainable for c in parse(word, model.kind, model.K))
 
 

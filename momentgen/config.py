@@ -65,11 +65,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import models
 from .errors import ModelError, MomentgenError
-from .hierarchy import Model
-from .initial import InitSpec, initial_factors, load_factors
+from .inits import InitSpec
 from .losses import builtin, parse_expression
-from .matrices import untied_means
+from .matrices import initial_factors, load_factors, means
+from .models import Model
+from .words import canonical, parse
 
 __all__ = ["Config", "ConfigError", "load_config", "parse_config", "METHODS", "CLOSURES"]
 
@@ -177,11 +179,11 @@ def _observables(value):
 
 
 REQUIRED = object()  # marks a key without a default
-METHODS = ("LSODA", "Radau", "BDF", "DOP853", "RK45")
+METHODS = ("LSODA", "Radau", "BDF", "DOP853", "RK45")  # the ODE methods of momentgen.stepper.SOLVERS
 CLOSURES = ("zero", "quadrature", "matrix-model")
 #: Every table and key: (default, validator).
 _SCHEMA = {
-    "model": {"kind": (REQUIRED, _choice("tied", "untied", "direct", what="model kind")), "L": (1, _integer(1, 8)),
+    "model": {"kind": (REQUIRED, _choice(*models.KINDS, what="model kind")), "L": (1, _integer(1, 8)),
               "K": (REQUIRED, _integer(1, 64)), "trainable": (None, _optional(_index_list)),
               "gamma": (0.0, _non_negative), "C": (None, _covariance)},
     "loss": {"builtin": (None, _optional(_choice("mse", "softmax-mse"))), "expression": (None, _optional(_string)),
@@ -253,20 +255,25 @@ class Config:
             options["activation"] = spec["activation"]
         return builtin(spec["builtin"], L=L, K=K, **options)
 
-    def potential(self):
-        """The `momentgen.potential.Potential` of the loss, model kind, [model] C and [loss] rtol."""
-        from .potential import Potential
-
-        return Potential(self.loss(), self.model.kind, C=self.raw["model"]["C"], rtol=self.raw["loss"]["rtol"])
-
     def initial_means(self):
-        """Untied: the initial means m_k (array over k) — configured, or a file's own value; else None."""
-        if self.model.kind != "untied":
+        """A kind with a mean: the initial means m_k (array over k) — configured, or a file's own value;
+        else None."""
+        if self.model.family.centred:
             return None
         factors = self.start_factors()
         if factors is not None:
-            return untied_means(factors)
+            return means(self.model, factors)
         return np.array([spec.configured_mean for _, spec in sorted(self.inits().items())])
+
+    def reported_words(self):
+        """The canonical words every run reports: the observables and the words the coefficients read
+        (the kind's required words, all of degree ≤ 2), by degree then letter codes."""
+        kind, K = self.model.kind, self.model.K
+        observables = self.raw["truncation"]["observables"]
+        listed = [] if observables == "all" else [canonical(w, kind) for w in observables]
+        required = sorted({canonical(w, kind) for w, _ in self.model.family.required_words(self.model)},
+                          key=lambda w: (len(w.split()), parse(w, kind, K)))  # fmt: skip
+        return list(dict.fromkeys(listed + required))
 
     def file_dimension(self):
         """d of the matrices of the first ``from-file`` init, or None when every init has a d = ∞ law."""
@@ -283,8 +290,8 @@ class Config:
         if "_start" not in self.__dict__:
             d = self.file_dimension()
             factors = None if d is None else initial_factors(self.model, self.inits(), d, self.raw["sgd"]["seeds"][0])
-            if factors is not None and self.model.kind == "untied":
-                _check_file_means(self.inits(), untied_means(factors))
+            if factors is not None and not self.model.family.centred:
+                _check_file_means(self.inits(), means(self.model, factors))
             object.__setattr__(self, "_start", factors)
         return self.__dict__["_start"]
 
@@ -301,7 +308,7 @@ class Config:
 
 
 def _check_file_means(inits, means):
-    """An explicit `mean` of a from-file untied init must be the file's own Tr(M_k)/√d."""
+    """An explicit `mean` of a from-file init must be the file's own Tr(M_k)/√d."""
     for k, spec in sorted(inits.items()):
         file_mean = means[k - 1]
         if spec.kind == "from-file" and spec.mean is not None and not np.isclose(spec.mean, file_mean, rtol=1e-9,
@@ -401,15 +408,16 @@ def _check_together(raw, data, where):
                           "names its indices itself in G[i, j, k]")  # fmt: skip
     if loss["builtin"] == "mse" and loss["activation"] is None:
         loss["activation"] = "h1"
+    family = models.get(model["kind"])
     for k, table in raw["init"].items():
-        if table["kind"] == "identity" and model["kind"] != "direct" and table["c"] < 0:
-            raise ConfigError(f"{where}[init.{k}] identity `c` = {table['c']} < 0: S_k = c I must be positive "
-                              f"semi-definite in the {model['kind']} model (only a direct S may be negative)")
+        if table["kind"] == "identity" and family.positive_letters and table["c"] < 0:
+            raise ConfigError(f"{where}[init.{k}] identity `c` = {table['c']} < 0: the letters of the "
+                              f"{model['kind']} model are positive semi-definite, so c I must be (c ≥ 0)")
         if table["kind"] == "from-file" and table["path"] is None:
             raise ConfigError(f"{where}[init.{k}] kind = \"from-file\" needs `path` (an .npz of finite-d matrices)")
-        if table["mean"] is not None and model["kind"] != "untied":
-            raise ConfigError(f"{where}[init.{k}] `mean` is the untied pre-activation mean Tr(M_k)/√d; the "
-                              f"{model['kind']} model's pre-activations are centred: remove it")
+        if table["mean"] is not None and family.centred:
+            raise ConfigError(f"{where}[init.{k}] `mean` is the pre-activation mean Tr(M_k)/√d of a model with a "
+                              f"mean; the {model['kind']} model's pre-activations are centred: remove it")
     truncation = raw["truncation"]
     if truncation["closure"] == "quadrature" and truncation["degree"] < 3:
         raise ConfigError(f"{where}[truncation] the quadrature closure needs degree ≥ 3 (order n = ⌊(M − 1)/2⌋ ≥ 1), "

@@ -5,7 +5,7 @@ also derive from `ValueError`, so generic callers can catch them the usual way.
 """
 
 __all__ = ["MomentgenError", "WordError", "ModelError", "UnsupportedLoss", "PotentialError", "InfeasibleState",
-           "NonFinitePotential", "NoSlavedMean"]
+           "NonFinitePotential", "NoSlavedMean", "STATE_ERRORS"]
 
 
 class MomentgenError(Exception):
@@ -49,3 +49,7 @@ class NoSlavedMean(PotentialError):
     fixed point; MATH.md §4). A run stops with ``status = "no-slaved-mean"``."""
 
     status = "no-slaved-mean"
+
+
+#: The errors a state can raise that a run cannot go past: it stops there with the error's status.
+STATE_ERRORS = (InfeasibleState, NonFinitePotential, NoSlavedMean)

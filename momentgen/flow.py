@@ -1,77 +1,107 @@
-"""The deterministic matrix flow at finite d (MATH.md §3–§5), given coefficient values.
+"""The matrix flow engine: factors moved by their kind's matrix flow (MATH.md §3–§5).
 
-The hierarchy is the trace image of this flow; here it acts on the actual factors:
+`run` integrates the factors of one model (finite d × d matrices, or the compressed letters of
+a quadrature state) with the velocities of the kind (`ModelKind.factor_velocities`), the
+coefficients coming from a *source* — any object with
 
-* tied, time ``t = 4nη/d``:   ``dW_k/dt = −Σ_l Γ_kl S_l W_k − (γ/4) W_k``, so that
-  ``dS_k/dt = −Σ_l Γ_kl (S_l S_k + S_k S_l) − (γ/2) S_k``;
-* untied (slow phase), time ``τ = nη/d``:
-  ``dU_k/dτ = −(β_k I + 2 Σ_{l,r} a⁽ʳ⁾_kl M_l⁽ʳ⁾) V_k − γ U_k`` and
-  ``dV_k/dτ = −(β_k I + 2 Σ_{l,r} a⁽ʳ⁾_kl M_l⁽ʳ̄⁾) U_k − γ V_k``;
-* direct, time ``τ = nη/d``:  ``dS_k/dτ = −2 Σ_l (A_kl S_l + B_kl S_lᵀ) − γ S_k``.
+* ``words``: the code tuples whose moments the coefficients read (order parameters, …);
+* ``coefficients(mu)``: the coefficient arrays (`ModelKind.coefficient_arrays`, plus ``gamma``)
+  from those moments;
+* ``track(mu)``: advance the explicit state of the run after an accepted step (the branch of
+  the slaved mean); and ``errors``: the exception classes that mean "this state cannot be
+  passed" (a status, not a crash).
 
-The quadrature closure moves factors of its compressed letters by the same laws
-(`momentgen.representation.factor_parts`), so that a kernel stays exact.
-
-Fixed (non-trainable) indices do not move. Coefficients are a mapping from the symbol
-names of `momentgen.hierarchy` (``"Gamma[1,2]"``, ``"beta[1]"``, ``"a2[1,2]"``,
-``"A[1,1]"``, ``"gamma"``) to values.
+The engine knows nothing of Φ: the theory passes a source built from its potential
+(`momentgen.truncation.CoefficientSource`), and the reference side's finite-d matrix flow
+(`momentgen.simulate.matrix_flow`) receives one from its caller. Moments are read as ``(1/d) Tr``
+(finite matrices) or, with the reader the caller passes, from the state vector ``⟨e₀, X⋯X e₀⟩``
+of a GNS representation. Time is on the kind's axis.
 """
+
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .matrices import letter_matrices
+from .matrices import trace_moments
+from .stepper import integrate
 
-__all__ = ["factor_velocities", "letter_velocities", "driving_letters"]
+__all__ = ["FlowRun", "run", "letter_velocities", "driving_letters"]
 
 
-def factor_velocities(model, factors, coefficients):
-    """Time derivatives of the factors, in the layout of ``factors`` (see `momentgen.matrices`)."""
-    c, K, gamma = coefficients, model.K, coefficients["gamma"]
-    if model.kind == "tied":
-        S = [W @ W.T for W in factors]
-        return [
-            -sum(c[f"Gamma[{k},{l}]"] * S[l - 1] for l in range(1, K + 1)) @ W - gamma / 4 * W
-            if k in model.trainable else np.zeros_like(W)
-            for k, W in enumerate(factors, start=1)
-        ]  # fmt: skip
-    if model.kind == "untied":
-        M = [U @ V.T for U, V in factors]
-        out = []
-        for k, (U, V) in enumerate(factors, start=1):
-            if k not in model.trainable:
-                out.append((np.zeros_like(U), np.zeros_like(V)))
-                continue
-            bias = c[f"beta[{k}]"] * np.eye(len(U))
-            drive = sum(c[f"a1[{k},{l}]"] * M[l - 1] + c[f"a2[{k},{l}]"] * M[l - 1].T for l in range(1, K + 1))
-            drive_bar = sum(c[f"a1[{k},{l}]"] * M[l - 1].T + c[f"a2[{k},{l}]"] * M[l - 1] for l in range(1, K + 1))
-            out.append((-(bias + 2 * drive) @ V - gamma * U, -(bias + 2 * drive_bar) @ U - gamma * V))
+@dataclass
+class FlowRun:
+    """Moments along a flow at the output times reached: ``t`` (n,), ``series`` (word → (n,)),
+    ``probes`` (n, n_probes), the run's ``status``/``message`` and integrator counts."""
+
+    t: np.ndarray
+    series: dict
+    probes: np.ndarray
+    status: str
+    message: str
+    info: dict = field(default_factory=dict)
+
+
+def run(model, factors, source, *, times, codes, texts=None, read=trace_moments, probes=(), rtol=1e-9, atol=1e-11):
+    """Integrate ``factors`` of ``model`` on ``times`` and measure the words ``codes`` (code tuples,
+    reported under ``texts``) and the ``probes`` (code tuples measured as they are — for a state
+    that is not tracial their rotations differ). ``read(words, letters)`` measures moments:
+    `momentgen.matrices.trace_moments` (default) or a state-vector reader. Returns a `FlowRun`; a
+    state the source cannot pass ends the run with a status."""
+    family, moments_of = model.family, read
+    trainable = [k - 1 for k in model.trainable]
+    grouped = isinstance(factors[0], tuple)
+    factors = [tuple(np.array(f) for f in x) if grouped else np.array(x) for x in factors]
+    shapes = [[f.shape for f in (x if grouped else (x,))] for x in factors]
+    source_words = list(source.words)
+
+    def unpack(vector):
+        out, offset = list(factors), 0
+        for k in trainable:
+            parts = []
+            for shape in shapes[k]:
+                size = shape[0] * shape[1]
+                parts.append(vector[offset : offset + size].reshape(shape))
+                offset += size
+            out[k] = tuple(parts) if grouped else parts[0]
         return out
-    return [
-        -2 * sum(c[f"A[{k},{l}]"] * factors[l - 1] + c[f"B[{k},{l}]"] * factors[l - 1].T for l in range(1, K + 1))
-        - gamma * S if k in model.trainable else np.zeros_like(S)
-        for k, S in enumerate(factors, start=1)
-    ]  # fmt: skip
+
+    def pack(items):
+        return np.concatenate([np.ravel(p) for k in trainable for p in (items[k] if grouped else (items[k],))])
+
+    def order_parameters(vector):
+        return moments_of(source_words, family.letter_matrices(unpack(vector)))
+
+    def velocity(t, vector):
+        current = unpack(vector)
+        mu = moments_of(source_words, family.letter_matrices(current))
+        return pack(family.factor_velocities(model, current, source.coefficients(mu)))
+
+    result = integrate(velocity, pack(factors), np.asarray(times, dtype=float), method="DOP853", rtol=rtol, atol=atol,
+                       on_step=lambda t, vector: source.track(order_parameters(vector)),
+                       recoverable=tuple(source.errors))  # fmt: skip
+    codes = list(codes)
+    values = np.array([moments_of(codes + list(probes), family.letter_matrices(unpack(v))) for v in result.y])
+    texts = [str(c) for c in codes] if texts is None else list(texts)
+    series = {w: values[:, i] for i, w in enumerate(texts)}
+    return FlowRun(result.t, series, values[:, len(codes) :], result.status, result.message, {"nfev": result.nfev})
 
 
 def letter_velocities(model, factors, coefficients):
-    """Time derivatives of the letter matrices (letter-code order), by the product rule."""
-    velocities = factor_velocities(model, factors, coefficients)
-    if model.kind == "tied":
-        return [dW @ W.T + W @ dW.T for W, dW in zip(factors, velocities)]
-    if model.kind == "untied":
-        out = []
-        for (U, V), (dU, dV) in zip(factors, velocities):
-            dM = dU @ V.T + U @ dV.T
-            out += [dM, dM.T, dU @ U.T + U @ dU.T, dV @ V.T + V @ dV.T]
-        return out
-    return letter_matrices("direct", velocities)
+    """d/dt of the letter matrices (code order) under the matrix flow with ``coefficients`` (family
+    arrays and ``gamma``): letters are quadratic in the factors, so the central difference with step 1
+    along the factor velocities is exact (to rounding)."""
+    family = model.family
+    velocities = family.factor_velocities(model, factors, coefficients)
+
+    def moved(sign):
+        return family.letter_matrices([
+            tuple(a + sign * b for a, b in zip(f, v)) if isinstance(f, tuple) else f + sign * v
+            for f, v in zip(factors, velocities)
+        ])  # fmt: skip
+
+    return [(plus - minus) / 2 for plus, minus in zip(moved(1), moved(-1))]
 
 
 def driving_letters(model):
-    """Codes of the letters that enter the velocities: every letter of a trainable index and,
-    of a fixed index, those in the drive — tied ``S_l``, untied ``M_l, M_lᵀ`` (``A_l, B_l``
-    never enter), direct ``S_l, S_lᵀ``."""
-    a = model.alphabet
-    fixed_kinds = {"tied": ("S",), "untied": ("M", "M^T"), "direct": ("S", "S^T")}[model.kind]
-    return [c for c in range(a.size)
-            if a.index(c) in model.trainable or a.kinds[c % len(a.kinds)] in fixed_kinds]  # fmt: skip
+    """Codes of the letters that enter the velocities (`ModelKind.driving_letters`)."""
+    return model.family.driving_letters(model)

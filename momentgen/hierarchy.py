@@ -29,158 +29,49 @@ import numpy as np
 import scipy.sparse
 
 from .errors import ModelError, WordError
-from .words import Alphabet, check_model, parse
+from .models import Model
+from .words import parse
 
-__all__ = ["Model", "Coefficient", "Program", "build", "estimate", "check_size", "TIME_SCALES"]
-
-#: The time axis of each model's hierarchy (MATH.md §3–§5); n = SGD step.
-TIME_SCALES = {
-    "tied": "t = 4 n eta / d",
-    "untied": "tau = n eta / d (slow phase; fast phase on t = n eta)",
-    "direct": "tau = n eta / d",
-}
-
-
-@dataclass(frozen=True)
-class Model:
-    """A model to compile: its kind, number of indices ``K`` and trainable indices (1-based).
-
-    The trainable set defaults to every index. Coefficient values (Γ, a, β, A, B, γ) are
-    *not* part of the model: they are inputs of the compiled program.
-    """
-
-    kind: str
-    K: int
-    trainable: tuple = None
-
-    def __post_init__(self):
-        check_model(self.kind)
-        alphabet = Alphabet(self.kind, self.K)  # validates K
-        trainable = tuple(range(1, self.K + 1)) if self.trainable is None else self.trainable
-        try:
-            trainable = tuple(sorted({int(k) for k in trainable}))
-        except (TypeError, ValueError):
-            raise ModelError(f"trainable must be a list of 1-based indices, got {self.trainable!r}") from None
-        bad = [k for k in trainable if not 1 <= k <= self.K]
-        if bad:
-            raise ModelError(f"trainable indices {bad} are out of range 1..{self.K} (indices are 1-based)")
-        object.__setattr__(self, "trainable", trainable)
-        object.__setattr__(self, "alphabet", alphabet)
-
-    @property
-    def time_scale(self):
-        return TIME_SCALES[self.kind]
-
-    def is_trainable_letter(self):
-        """Boolean array over letter codes: does the letter carry a trainable index?"""
-        return np.array([self.alphabet.index(c) in self.trainable for c in range(self.alphabet.size)])
+__all__ = ["Model", "Coefficient", "Program", "build", "estimate", "check_size", "coefficient_symbols"]
 
 
 @dataclass(frozen=True)
 class Coefficient:
-    """A scalar coefficient symbol of the hierarchy.
+    """One coefficient slot of the hierarchy: entry ``(k, l)`` (or ``k``) of a family, or ``gamma``.
 
     ``factor`` is the constant multiplying it in every term: the term's contribution to
-    ``dμ_i/dt`` is ``factor · value · multiplicity · μ_target``.
+    ``dμ_i/dt`` is ``factor · value · multiplicity · μ_target``. ``family`` names the kind's
+    coefficient array (`momentgen.models.Family`); ``k`` and ``l`` are 1-based (``l`` is None
+    for a family over one index, both None for the weight decay ``gamma``).
     """
 
-    name: str
+    family: str
+    k: int
+    l: int
     factor: float
     meaning: str
 
-
-@dataclass(frozen=True)
-class _Rule:
-    letter: int  # letter code substituted
-    symbol: int  # index into the coefficient list
-    replacement: tuple  # letter codes of the product that replaces it
-
-
-# ---------------------------------------------------------------------------------------
-# The equations: substitution rules and the words the coefficients need, per model.
-# ---------------------------------------------------------------------------------------
+    @property
+    def name(self):
+        """Display name, e.g. ``Gamma[1,2]``, ``beta[1]``, ``gamma``."""
+        if self.k is None:
+            return self.family
+        return f"{self.family}[{self.k}]" if self.l is None else f"{self.family}[{self.k},{self.l}]"
 
 
-def _tied_rules(model):
-    """MATH.md §3: dS_k/dt = −Σ_l Γ_kl (S_l S_k + S_k S_l) − (γ/2) S_k."""
-    a, K = model.alphabet, model.K
-    symbols, rules = [], []
-    for k in model.trainable:
-        for l in range(1, K + 1):
-            symbols.append(Coefficient(f"Gamma[{k},{l}]", -1.0, f"dPhi/dq_{k}{l}"))
-            Sk, Sl = a.code("S", k), a.code("S", l)
-            rules += [_Rule(Sk, len(symbols) - 1, (Sl, Sk)), _Rule(Sk, len(symbols) - 1, (Sk, Sl))]
-    return symbols, rules, -0.5
-
-
-def _untied_rules(model):
-    """MATH.md §4 slow phase: the T^bias (β_k) and T^diff (a⁽ʳ⁾_kl) substitution table."""
-    a, K = model.alphabet, model.K
-    symbols, rules = [], []
-    for k in model.trainable:
-        M, MT, A, B = (a.code(kind, k) for kind in ("M", "M^T", "A", "B"))
-        symbols.append(Coefficient(f"beta[{k}]", -1.0, f"effective bias of index {k} (slaving force)"))
-        beta = len(symbols) - 1
-        rules += [_Rule(Z, beta, (X,)) for Z in (M, MT) for X in (A, B)]
-        rules += [_Rule(Z, beta, (X,)) for Z in (A, B) for X in (M, MT)]
-        for l in range(1, K + 1):
-            for r in (1, 2):
-                symbols.append(Coefficient(f"a{r}[{k},{l}]", -2.0, f"dPhi/dq{r}_{k}{l}"))
-                s = len(symbols) - 1
-                Mr = a.code("M" if r == 1 else "M^T", l)  # M_l^(r)
-                Mrbar = a.code("M^T" if r == 1 else "M", l)  # M_l^(r̄)
-                rules += [
-                    _Rule(M, s, (Mr, B)), _Rule(M, s, (A, Mr)),
-                    _Rule(MT, s, (B, Mrbar)), _Rule(MT, s, (Mrbar, A)),
-                    _Rule(A, s, (Mr, MT)), _Rule(A, s, (M, Mrbar)),
-                    _Rule(B, s, (Mrbar, M)), _Rule(B, s, (MT, Mr)),
-                ]  # fmt: skip
-    return symbols, rules, -2.0
-
-
-def _direct_rules(model):
-    """MATH.md §5: dS_k/dτ = −2 Σ_l (A_kl S_l + B_kl S_lᵀ) − γ S_k."""
-    a, K = model.alphabet, model.K
-    symbols, rules = [], []
-    for k in model.trainable:
-        S, ST = a.code("S", k), a.code("S^T", k)
-        for l in range(1, K + 1):
-            symbols.append(Coefficient(f"A[{k},{l}]", -2.0, f"dPhi/dOmega_{k}{l}"))
-            symbols.append(Coefficient(f"B[{k},{l}]", -2.0, f"dPhi/dPsi_{k}{l}"))
-            sA, sB = len(symbols) - 2, len(symbols) - 1
-            Sl, SlT = a.code("S", l), a.code("S^T", l)
-            rules += [_Rule(S, sA, (Sl,)), _Rule(S, sB, (SlT,)), _Rule(ST, sA, (SlT,)), _Rule(ST, sB, (Sl,))]
-    return symbols, rules, -1.0
-
-
-_RULES = {"tied": _tied_rules, "untied": _untied_rules, "direct": _direct_rules}
-
-
-def _required_words(model):
-    """The words the coefficients depend on, each with the reason it is needed (text)."""
-    K, kind = model.K, model.kind
-    pairs = [(k, l) for k in range(1, K + 1) for l in range(k, K + 1)]
-    if kind == "tied":
-        return [(f"S{k}", f"t_{k} (mean trace)") for k in range(1, K + 1)] + [
-            (f"S{k} S{l}", f"q_{k}{l} (Phi and Gamma depend on it)") for k, l in pairs
-        ]
-    if kind == "direct":
-        return (
-            [(f"S{k}", f"t_{k} (mean trace)") for k in range(1, K + 1)]
-            + [(f"S{k} S{l}", f"Psi_{k}{l} (Phi depends on it)") for k, l in pairs]
-            + [(f"S{k} S{l}^T", f"Omega_{k}{l} (Phi depends on it)") for k in range(1, K + 1) for l in range(1, K + 1)]
-        )
-    out = []
-    for k in range(1, K + 1):
-        out += [(f"A{k}", f"t^A_{k} (D_{k} in beta)"), (f"B{k}", f"t^B_{k} (D_{k} in beta)")]
-        out += [(f"M{k}", f"mu(M_{k}) (trace-conserving beta')")]
-    for k, l in pairs:
-        out += [(f"M{k} M{l}^T", f"q1_{k}{l} (Phi depends on it)"), (f"M{k} M{l}", f"q2_{k}{l} (Phi depends on it)")]
-    for k in model.trainable:
-        for l in range(1, K + 1):
-            for Ml in (f"M{l}", f"M{l}^T"):
-                out += [(f"{Ml} B{k}", f"psi_{k} in beta_{k}"), (f"A{k} {Ml}", f"psi_{k} in beta_{k}")]
-    return out
+def coefficient_symbols(model, rules):
+    """The coefficient slots the rules use, in order of first use, then ``gamma``; and each rule's slot."""
+    family, index, symbols, slots = model.family, {}, [], []
+    for rule in rules:
+        key = (rule.family, rule.k, rule.l)
+        if key not in index:
+            entry = family.family(rule.family)
+            suffix = f"_{rule.k}{rule.l}" if rule.l is not None else f" of index {rule.k}"
+            index[key] = len(symbols)
+            symbols.append(Coefficient(rule.family, rule.k, rule.l, entry.factor, entry.meaning + suffix))
+        slots.append(index[key])
+    symbols.append(Coefficient("gamma", None, None, family.weight_decay_factor, "weight decay"))
+    return symbols, slots
 
 
 # ---------------------------------------------------------------------------------------
@@ -226,8 +117,8 @@ def _derive_batch(model, rules_by_letter, gamma, w, codes):
                 continue
             sub = codes[rows]
             ones = np.ones(len(rows), np.int64)
-            for rule in rules:
-                emit(w - 1 + len(rule.replacement), rows, rule.symbol, alphabet.splice(sub, w, i, rule.replacement), ones)
+            for slot, replacement in rules:
+                emit(w - 1 + len(replacement), rows, slot, alphabet.splice(sub, w, i, replacement), ones)
     n_trainable = model.is_trainable_letter()[digits].sum(axis=1)
     rows = np.flatnonzero(n_trainable)
     emit(w, rows, gamma, codes[rows], n_trainable[rows])
@@ -246,7 +137,7 @@ def _roots(model, degree, observables):
         if isinstance(observables, str):
             raise ModelError(f"observables must be a list of words or the string 'all', got {observables!r}")
         listed = [(text, "observable") for text in observables]
-    for text, reason in listed + _required_words(model):
+    for text, reason in listed + model.family.required_words(model):
         codes = parse(text, model.kind, model.K)
         if len(codes) > degree:
             fix = "raise the degree" + (" or drop the observable" if reason == "observable" else "")
@@ -285,7 +176,7 @@ def estimate(model, degree, observables="all"):
     """
     degree = check_degree(degree, model)
     a = model.alphabet.size
-    symbols, rules, _ = _RULES[model.kind](model)
+    rules = model.family.rules(model)
     trainable_letters = int(model.is_trainable_letter().sum())
     per_letter = len(rules) / max(trainable_letters, 1)
     fraction = trainable_letters / a
@@ -341,12 +232,12 @@ def build(model, degree, observables=(), max_bytes=MAX_BYTES):
     degree = check_degree(degree, model)
     check_size(model, degree, observables, max_bytes)
     alphabet = model.alphabet
-    symbols, rules, gamma_factor = _RULES[model.kind](model)
-    symbols.append(Coefficient("gamma", gamma_factor, "weight decay"))
+    rules = model.family.rules(model)
+    symbols, slots = coefficient_symbols(model, rules)
     gamma = len(symbols) - 1
     rules_by_letter = {}
-    for rule in rules:
-        rules_by_letter.setdefault(rule.letter, []).append(rule)
+    for rule, slot in zip(rules, slots):
+        rules_by_letter.setdefault(rule.letter, []).append((slot, rule.replacement))
 
     known = {}  # length -> sorted unique packed codes of state words
     origin = {}  # length -> list of (codes, parent length, parent codes, via symbol, reason ids)
@@ -450,7 +341,9 @@ class Program:
     def to_arrays(self):
         """The program as a dict of numpy arrays (plus symbol names/factors and root reasons)."""
         out = {name: getattr(self, name) for name in self._ARRAYS}
-        out["symbol_names"] = np.array([s.name for s in self.symbols])
+        out["symbol_families"] = np.array([s.family for s in self.symbols])
+        out["symbol_k"] = np.array([-1 if s.k is None else s.k for s in self.symbols], dtype=np.int64)
+        out["symbol_l"] = np.array([-1 if s.l is None else s.l for s in self.symbols], dtype=np.int64)
         out["symbol_factors"] = np.array([s.factor for s in self.symbols])
         out["symbol_meanings"] = np.array([s.meaning for s in self.symbols])
         out["reason_index"] = np.array(sorted(self.reason), dtype=np.int64)
@@ -461,14 +354,17 @@ class Program:
     def from_arrays(cls, model, degree, arrays):
         """Inverse of `to_arrays`; every index is checked against its range first (a corrupt or
         edited file is a `ModelError`, never an out-of-bounds read in the compiled kernel)."""
-        missing = [name for name in (*cls._ARRAYS, "symbol_names", "symbol_factors", "symbol_meanings",
-                                     "reason_index", "reason_text") if name not in arrays]  # fmt: skip
+        missing = [name for name in (*cls._ARRAYS, *_SYMBOL_ARRAYS, "reason_index", "reason_text") if name not in arrays]
         if missing:
             raise ModelError(f"program arrays lack {missing}")
         a = {name: np.asarray(arrays[name]) for name in cls._ARRAYS}
-        _check_program_arrays(a, len(arrays["symbol_names"]), model, degree)
-        symbols = [Coefficient(str(n), float(f), str(m)) for n, f, m in
-                   zip(arrays["symbol_names"], arrays["symbol_factors"], arrays["symbol_meanings"])]  # fmt: skip
+        _check_program_arrays(a, len(arrays["symbol_families"]), model, degree)
+        symbols = [Coefficient(str(f), None if k < 0 else int(k), None if l < 0 else int(l), float(c), str(m))
+                   for f, k, l, c, m in zip(*(arrays[name] for name in _SYMBOL_ARRAYS))]  # fmt: skip
+        names = {f.name for f in model.family.families} | {"gamma"}
+        if any(c.family not in names for c in symbols):
+            raise ModelError(f"program arrays name coefficient families {sorted({c.family for c in symbols})}, "
+                             f"not those of the {model.kind} model {sorted(names)}")  # fmt: skip
         reason = {int(i): str(r) for i, r in zip(arrays["reason_index"], arrays["reason_text"])}
         csr = a["indptr"], a["symbol"], a["target"], a["multiplicity"]
         dropped = a["dropped_indptr"], a["dropped_symbol"], a["dropped_target"], a["dropped_multiplicity"]
@@ -525,10 +421,15 @@ class Program:
     def coefficient_vector(self, values):
         """Coefficient values as an array aligned with `symbols`.
 
-        ``values`` is a mapping name → value (every symbol required) or an array of
-        length ``len(symbols)``.
+        ``values`` is one of: a mapping *family name → array* (what the kinds compute, e.g.
+        ``{"Gamma": (K, K) array, "gamma": 0.0}``), a mapping *symbol name → value* (every
+        symbol, e.g. ``{"Gamma[1,1]": 2.0, …, "gamma": 0.0}``), or an array of length
+        ``len(symbols)``.
         """
         if hasattr(values, "keys"):
+            families = {c.family for c in self.symbols}
+            if families <= set(values):
+                return self._gather(values)
             missing = [c.name for c in self.symbols if c.name not in values]
             unknown = sorted(set(values) - {c.name for c in self.symbols})
             if missing or unknown:
@@ -539,6 +440,40 @@ class Program:
         if values.shape != (len(self.symbols),):
             raise ModelError(f"`coefficients` has shape {values.shape}; this program has {len(self.symbols)} symbols")
         return values
+
+    def family_arrays(self, values):
+        """The coefficient values as the kind's family arrays (the layout of `ModelKind.factor_velocities`):
+        ``{family: (K, K) or (K,) array, "gamma": float}``; entries without a slot are 0. ``values``:
+        as for `coefficient_vector`."""
+        vector, K = self.coefficient_vector(values), self.model.K
+        out = {f.name: np.zeros((K, K) if f.pairs else K) for f in self.model.family.families}
+        for value, c in zip(vector, self.symbols):
+            if c.k is None:
+                out[c.family] = float(value)
+            elif c.l is None:
+                out[c.family][c.k - 1] = value
+            else:
+                out[c.family][c.k - 1, c.l - 1] = value
+        return out
+
+    @cached_property
+    def _slots(self):
+        """{family: (symbol positions, 0-based k, 0-based l or None)} for gathering family arrays."""
+        out = {}
+        for family in dict.fromkeys(c.family for c in self.symbols):
+            at = [i for i, c in enumerate(self.symbols) if c.family == family]
+            k = np.array([self.symbols[i].k - 1 for i in at]) if self.symbols[at[0]].k is not None else None
+            l = np.array([self.symbols[i].l - 1 for i in at]) if self.symbols[at[0]].l is not None else None
+            out[family] = (np.array(at), k, l)
+        return out
+
+    def _gather(self, arrays):
+        """The coefficient vector from family arrays (vectorised: one fancy index per family)."""
+        out = np.empty(len(self.symbols))
+        for family, (at, k, l) in self._slots.items():
+            value = np.asarray(arrays[family], dtype=float)
+            out[at] = value if k is None else (value[k] if l is None else value[k, l])
+        return out
 
     @cached_property
     def _rows(self):
@@ -658,6 +593,9 @@ def _check_program_arrays(a, n_symbols, model, degree):
     require(len(a["via"]) == n and np.all((a["via"] >= -1) & (a["via"] < n_symbols)), "via out of range")
     alphabet = model.alphabet
     require(np.all(a["packed"] < np.uint64(1) << np.uint64(alphabet.bits * degree)), "word codes out of range")
+
+
+_SYMBOL_ARRAYS = ("symbol_families", "symbol_k", "symbol_l", "symbol_factors", "symbol_meanings")
 
 
 class _Locator:

@@ -1,110 +1,38 @@
-"""Initial moments: exact d = ∞ values for Gaussian initialisations, empirical ones from matrices.
+"""Initial states: exact d = ∞ moments of Gaussian initialisations, empirical moments of finite
+matrices, deterministic matrices that follow the d = ∞ law, and the truncated GNS representation
+of either (the quadrature closure's starting state).
 
 An initialisation is given per index ``k`` (1-based) as an `InitSpec`:
 
 * ``gaussian``: factors with iid ``N(0, scale²/d)`` entries and inner width
-  ``d_k = width_ratio · d`` — tied ``W_k`` (``S_k = W_k W_kᵀ``), untied ``U_k, V_k`` (scales
-  ``scale_U``, ``scale_V``), direct ``S_k`` itself (``d × d``, width ratio 1);
-* ``identity``: ``S_k = c I`` (untied: ``U_k = V_k = √c I``, so every letter is ``c I``);
-* ``from-file``: finite-d matrices from an ``.npz`` (tied ``W`` or ``S``; untied ``U``, ``V``;
-  direct ``S``).
+  ``d_k = width_ratio · d`` (the kind says which factors: e.g. ``W_k`` with ``S_k = W_k W_kᵀ``,
+  or ``U_k, V_k`` with scales ``scale_U``, ``scale_V``);
+* ``identity``: the letters are ``c I``;
+* ``from-file``: finite-d matrices from an ``.npz`` (`momentgen.matrices.load_factors`).
 
-Exact d = ∞ moments of Gaussian factors (student and teacher independent) come from
-planar Wick pairings: a letter is a product of Gaussian factors (``S = W Wᵀ``,
-``M = U Vᵀ``, ``Mᵀ = V Uᵀ``, ``A = U Uᵀ``, ``B = V Vᵀ``), and at d = ∞ the normalised trace
-of a product of factors is the sum over non-crossing pairings of each factor ``G`` with a
-``Gᵀ`` of the same matrix, each pair weighted by ``scale²`` and each face of the planar map
-that runs through a factor's inner index by its width ratio. The recursion pairs the
-first factor with each compatible partner and splits the rest into the inside and the
-outside of the arc; memoised on the factor sequence, a word of length w costs O(w³).
+Exact d = ∞ moments of Gaussian factors (independent indices) come from planar Wick pairings:
+each letter is a scalar times a product of Gaussian factors (`ModelKind.letter_factors`), and
+at d = ∞ the normalised trace of a product of factors is the sum over non-crossing pairings of
+each factor ``G`` with a ``Gᵀ`` of the same matrix (a symmetric matrix pairs with itself in
+either orientation), each pair weighted by ``scale²`` and each face of the planar map that runs
+through a factor's inner index by its width ratio. The recursion pairs the first factor with
+each compatible partner and splits the rest into the inside and the outside of the arc;
+memoised on the factor sequence, a word of length w costs O(w³).
 """
 
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
 from .errors import ModelError
+from .inits import INIT_KINDS, InitSpec
 from .matrices import letter_matrices, trace_moments
+from .representation import Component, block_radau, free_product, gram_component
 
-__all__ = ["InitSpec", "exact_moments", "empirical_moments", "sample_factors", "initial_factors", "load_factors",
-           "law_factors", "free_poisson_quantiles", "shift_to_mean"]
-
-INIT_KINDS = ("gaussian", "identity", "from-file")
-
-
-@dataclass(frozen=True)
-class InitSpec:
-    """How index ``k`` is initialised (see the module docstring); scales are entry std·√d."""
-
-    kind: str = "gaussian"
-    width_ratio: float = 1.0
-    scale: float = 1.0
-    scale_U: float = 1.0
-    scale_V: float = 1.0
-    c: float = 1.0
-    path: str = None
-    mean: float = None  # untied only: m_k = Tr(M_k)/√d at the start; None: not set (d = ∞: 0; a draw
-    # keeps its own O(1/√d) value; a file its own value)
-
-    def __post_init__(self):
-        if self.kind not in INIT_KINDS:
-            raise ModelError(f"unknown init kind {self.kind!r}: choose one of {', '.join(INIT_KINDS)}")
-        for name in ("width_ratio", "scale", "scale_U", "scale_V"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
-                raise ModelError(f"init `{name}` must be a positive number, got {value!r}")
-        if self.kind == "from-file" and not self.path:
-            raise ModelError("init kind 'from-file' needs `path` (an .npz of finite-d matrices)")
-        if self.mean is not None and not (isinstance(self.mean, (int, float)) and np.isfinite(self.mean)):
-            raise ModelError(f"init `mean` must be a finite number, got {self.mean!r}")
-
-    @property
-    def configured_mean(self):
-        """The untied mean m_k this spec asks for at the start (0 unless given)."""
-        return 0.0 if self.mean is None else float(self.mean)
-
+__all__ = ["InitSpec", "exact_moments", "empirical_moments", "law_factors", "free_poisson_quantiles",
+           "initial_representation", "matrix_moments", "INIT_KINDS"]  # fmt: skip
 
 # ---- exact d = ∞ moments -------------------------------------------------------------------
-
-
-def _letter_factors(kind, k, spec):
-    """Scalar and Gaussian factors of each letter kind of index k.
-
-    A factor is (matrix, transposed); matrix = (name, k). Returns {letter kind: (scalar, factors)}.
-    """
-    if spec.kind == "identity":
-        kinds = {"tied": ("S",), "untied": ("M", "M^T", "A", "B"), "direct": ("S", "S^T")}[kind]
-        return {kk: (spec.c, ()) for kk in kinds}
-    if kind == "tied":
-        W = ("W", k)
-        return {"S": (1.0, ((W, False), (W, True)))}
-    if kind == "direct":
-        S = ("S", k)
-        return {"S": (1.0, ((S, False),)), "S^T": (1.0, ((S, True),))}
-    U, V = ("U", k), ("V", k)
-    return {
-        "M": (1.0, ((U, False), (V, True))),
-        "M^T": (1.0, ((V, False), (U, True))),
-        "A": (1.0, ((U, False), (U, True))),
-        "B": (1.0, ((V, False), (V, True))),
-    }
-
-
-def _matrix_laws(kind, specs):
-    """{matrix: (entry variance · d, width ratio of its inner index)} for the Gaussian factors."""
-    laws = {}
-    for k, spec in specs.items():
-        if spec.kind != "gaussian":
-            continue
-        if kind == "tied":
-            laws[("W", k)] = (spec.scale**2, spec.width_ratio)
-        elif kind == "direct":
-            laws[("S", k)] = (spec.scale**2, 1.0)
-        else:
-            laws[("U", k)] = (spec.scale_U**2, spec.width_ratio)
-            laws[("V", k)] = (spec.scale_V**2, spec.width_ratio)
-    return laws
 
 
 def exact_moments(model, specs, words):
@@ -113,13 +41,13 @@ def exact_moments(model, specs, words):
     specs = _complete(model, specs)
     if any(s.kind == "from-file" for s in specs.values()):
         raise ModelError("exact d = ∞ moments need gaussian or identity inits; use empirical_moments for files")
-    alphabet = model.alphabet
-    letters = []
-    for code in range(alphabet.size):
-        k = alphabet.index(code)
-        letter_kind = alphabet.kinds[code % len(alphabet.kinds)]
-        letters.append(_letter_factors(model.kind, k, specs[k])[letter_kind])
-    laws = _matrix_laws(model.kind, specs)
+    family, kinds = model.family, model.family.letter_kinds
+    by_index = {k: family.letter_factors(k, specs[k]) for k in range(1, model.K + 1)}
+    letters = [by_index[code // len(kinds) + 1][kinds[code % len(kinds)]] for code in range(len(kinds) * model.K)]
+    laws = {}
+    for k, spec in specs.items():
+        if spec.kind == "gaussian":
+            laws.update(family.matrix_laws(k, spec))
 
     @lru_cache(maxsize=None)
     def planar(factors):
@@ -127,10 +55,11 @@ def exact_moments(model, specs, words):
         if not factors:
             return 1.0
         (matrix, transposed), total = factors[0], 0.0
-        variance, ratio = laws[matrix]
+        variance, ratio, symmetric = laws[matrix]
         inner_face = 1.0 if transposed else ratio  # the face inside the arc runs through the right index of factors[0]
         for j in range(1, len(factors), 2):
-            if factors[j] == (matrix, not transposed):
+            partner = factors[j]
+            if partner[0] == matrix and (symmetric or partner[1] != transposed):
                 total += variance * inner_face * planar(factors[1:j]) * planar(factors[j + 1 :])
         return total
 
@@ -149,161 +78,6 @@ def _complete(model, specs):
     if missing:
         raise ModelError(f"no init given for indices {missing}: add an [init.{missing[0]}] table")
     return specs
-
-
-# ---- finite-d matrices -----------------------------------------------------------------------
-
-
-def sample_factors(model, specs, d, seed):
-    """Finite-d factors (layout of `momentgen.matrices`) drawn from ``specs`` with a seed."""
-    rng = np.random.default_rng(seed)
-    specs = _complete(model, specs)
-    factors = []
-    for k in range(1, model.K + 1):
-        spec = specs[k]
-        if spec.kind == "from-file":
-            factors.append(load_factors(model, spec.path, d))
-            continue
-        width = max(1, int(round(spec.width_ratio * d)))
-        if spec.kind == "identity":
-            factors.append(_identity_factor(model.kind, spec.c, d))
-        elif model.kind == "tied":
-            factors.append(rng.standard_normal((d, width)) * spec.scale / np.sqrt(d))
-        elif model.kind == "untied":
-            U = rng.standard_normal((d, width)) * spec.scale_U / np.sqrt(d)
-            V = rng.standard_normal((d, width)) * spec.scale_V / np.sqrt(d)
-            factors.append((U, V) if spec.mean is None else shift_to_mean(U, V, spec.mean))
-        else:
-            factors.append(rng.standard_normal((d, d)) * spec.scale / np.sqrt(d))
-    return factors
-
-
-def shift_to_mean(U, V, mean):
-    """Untied factors moved to the pre-activation mean ``Tr(U Vᵀ)/√d = mean``.
-
-    The move is the fast phase's own direction (MATH.md §4): ``U ← U + εV``, ``V ← V + εU``
-    shifts ``M = U Vᵀ`` by ``ε(A + B) + ε² Mᵀ``, with ε the root of that quadratic nearest 0;
-    ε = O(mean/√d), so the normalised moments change by O(1/d) only.
-    """
-    d = len(U)
-    current, spread = np.sum(U * V), np.sum(U * U) + np.sum(V * V)
-    target = mean * np.sqrt(d)
-    if current == target:
-        return U, V
-    roots = np.roots([current, spread, current - target])
-    real = roots[np.abs(roots.imag) < 1e-12 * max(1.0, np.abs(roots).max())].real
-    if not real.size:
-        raise ModelError(f"cannot shift untied factors to mean {mean}: Tr(M)/√d can reach "
-                         f"{(current - spread**2 / (4 * current)) / np.sqrt(d):.3g} at most; lower |mean| or raise the scales")  # fmt: skip
-    epsilon = real[np.argmin(np.abs(real))]
-    return U + epsilon * V, V + epsilon * U
-
-
-def initial_factors(model, inits, d, seed):
-    """The finite-d matrices an SGD run with ``seed`` starts from (shared with the matrix flow
-    and with the theory started from finite matrices)."""
-    init_seed = np.random.SeedSequence(seed).spawn(2)[0]
-    return sample_factors(model, inits, d, seed=int(init_seed.generate_state(1)[0]))
-
-
-def _identity_factor(kind, c, d):
-    """Factors of the letter c·I: direct S = cI; tied W = √c I; untied U = V = √c I."""
-    root = np.sqrt(c) * np.eye(d)
-    return c * np.eye(d) if kind == "direct" else (root, root) if kind == "untied" else root
-
-
-MAX_DIMENSION = 10_000  # d of matrices read from a file: each d × d letter takes 8 d² bytes (0.8 GB here)
-MAX_ARRAY_BYTES = 2 * 2**30  # one array in an .npz, as its header declares it
-
-
-def load_factors(model, path, d=None):
-    """One index's factors from an .npz: tied ``W`` (or ``S``, then W = S^½), untied ``U`` and
-    ``V``, direct ``S``. ``d``, if given, must match.
-
-    Nothing is trusted before it is checked: each array's declared size (zip entry and .npy
-    header) against `MAX_ARRAY_BYTES`, its shape (2-d, d ≤ `MAX_DIMENSION`) and dtype (real
-    numbers; no pickles) before it is read, its values (finite) after.
-    """
-    names = {"untied": ("U", "V"), "direct": ("S",)}.get(model.kind)
-    arrays = _read_npz(path, names or ("W", "S"), any_of=names is None)
-    if model.kind == "untied":
-        factor, size = (arrays["U"], arrays["V"]), arrays["U"].shape[0]
-        if arrays["U"].shape != arrays["V"].shape:
-            raise ModelError(f"{path}: U and V must have the same shape, got {arrays['U'].shape} and {arrays['V'].shape}")
-    elif "W" in arrays:
-        factor, size = arrays["W"], arrays["W"].shape[0]
-    else:
-        S = arrays["S"]
-        if S.shape[0] != S.shape[1]:
-            raise ModelError(f"{path}: S must be square, got shape {S.shape}")
-        if model.kind == "tied":
-            w, V = np.linalg.eigh(0.5 * (S + S.T))
-            if w.min() < -1e-10 * max(1.0, abs(w).max()):
-                raise ModelError(f"{path}: S must be positive semi-definite for the tied model (eigenvalue {w.min():.3g})")
-            factor = V * np.sqrt(np.clip(w, 0, None))
-        else:
-            factor = S
-        size = S.shape[0]
-    if d is not None and size != d:
-        raise ModelError(f"{path}: matrices are {size}-dimensional but d = {d}")
-    return factor
-
-
-def _read_npz(path, names, any_of=False):
-    """The named arrays of an .npz (all of them, or — ``any_of`` — the first present), checked."""
-    import zipfile
-
-    try:
-        archive = zipfile.ZipFile(path)
-    except FileNotFoundError:
-        raise ModelError(f"from-file init: {str(path)!r} not found") from None
-    except (zipfile.BadZipFile, OSError) as error:
-        raise ModelError(f"from-file init: {str(path)!r} is not an .npz archive ({error})") from None
-    with archive:
-        present = [n for n in names if f"{n}.npy" in archive.namelist()]
-        wanted = present[:1] if any_of else list(names)
-        if not present or (not any_of and len(present) < len(names)):
-            held = sorted(n[:-4] for n in archive.namelist() if n.endswith(".npy"))
-            need = " or ".join(names) if any_of else " and ".join(names)
-            raise ModelError(f"{path} holds {held}; this model needs {need}")
-        out = {}
-        for name in wanted:
-            info = archive.getinfo(f"{name}.npy")
-            if info.file_size > MAX_ARRAY_BYTES:
-                raise ModelError(f"{path}: array {name} would take {info.file_size / 2**30:.3g} GiB; the limit is "
-                                 f"{MAX_ARRAY_BYTES / 2**30:g} GiB")  # fmt: skip
-            with archive.open(info) as member:
-                shape, dtype = _npy_header(member, path, name)
-            _check_shape(shape, dtype, path, name)
-            with archive.open(info) as member:
-                array = np.lib.format.read_array(member, allow_pickle=False)
-            if not np.all(np.isfinite(array)):
-                raise ModelError(f"{path}: array {name} holds non-finite values (NaN or inf)")
-            out[name] = np.asarray(array, dtype=float)
-    return out
-
-
-def _npy_header(member, path, name):
-    try:
-        version = np.lib.format.read_magic(member)
-        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-        shape, _, dtype = read(member)  # shape, Fortran order, dtype
-    except (ValueError, OSError) as error:
-        raise ModelError(f"{path}: array {name} is not a valid .npy ({error})") from None
-    return shape, dtype
-
-
-def _check_shape(shape, dtype, path, name):
-    if dtype.kind not in "fiu" or dtype.hasobject:
-        raise ModelError(f"{path}: array {name} has dtype {dtype}; real numbers are needed")
-    if len(shape) != 2:
-        raise ModelError(f"{path}: array {name} must be a matrix (2-d), got shape {shape}")
-    d = shape[0]
-    if d > MAX_DIMENSION or shape[1] > MAX_DIMENSION:
-        raise ModelError(f"{path}: array {name} has shape {shape}: the letters would be {d} × {d} "
-                         f"({8 * d * d / 2**30:.2g} GiB each); the limit is d ≤ {MAX_DIMENSION}")  # fmt: skip
-    if np.prod(shape, dtype=float) * dtype.itemsize > MAX_ARRAY_BYTES:
-        raise ModelError(f"{path}: array {name} of shape {shape} exceeds {MAX_ARRAY_BYTES / 2**30:g} GiB")
 
 
 def empirical_moments(model, factors, words):
@@ -336,6 +110,11 @@ def _haar(n, rng):
     return Q * np.sign(np.diag(R))
 
 
+def _haar(n, rng):
+    Q, R = np.linalg.qr(rng.standard_normal((n, n)))
+    return Q * np.sign(np.diag(R))
+
+
 def law_factors(model, specs, n, seed=0):
     """Deterministic n-dimensional factors whose letters follow the d = ∞ initial law.
 
@@ -360,12 +139,98 @@ def law_factors(model, specs, n, seed=0):
         if spec.kind == "from-file":
             raise ModelError("the matrix-model closure needs gaussian or identity inits (files give their own matrices)")
         if spec.kind == "identity":
-            factors.append(_identity_factor(model.kind, spec.c, n))
-            continue
-        width = n if model.kind == "direct" else max(1, int(round(spec.width_ratio * n)))
-        if model.kind == "untied":
-            U, V = gaussian(spec.scale_U, width), gaussian(spec.scale_V, width)
-            factors.append((U, V) if spec.mean is None else shift_to_mean(U, V, spec.mean))
+            factors.append(model.family.identity_factor(spec.c, n))
         else:
-            factors.append(gaussian(spec.scale, width))
+            factors.append(model.family.law_factor(spec, n, rng, gaussian))
     return factors
+
+
+# ---- the truncated GNS representation of the initial state (MATH.md §8) ------------------------
+
+
+def initial_representation(model, specs, n, moments=None, tol=1e-10, generators=None, variant="gauss"):
+    """The degree-n representation of the initial state of ``model``.
+
+    Default: the d = ∞ law of independent ``specs`` ({k: InitSpec}) as a free product of each
+    index's component (`ModelKind.representation_component`: e.g. a Wishart letter's Jacobi
+    matrix, or Gram–Schmidt on the index's own exact moments; identity letters are scalars).
+    With ``moments`` (an oracle: list of code tuples → values, e.g. `matrix_moments` of given
+    matrices) one Gram–Schmidt over all letters. ``generators``: the letter codes that span
+    the space (default: all); the others ride along as passengers (`gram_component`).
+
+    ``variant="radau"``: the Gauss–Radau representation of the same moments to degree 2n
+    (`free_product`, `block_radau`), or None when no letter has a known spectral edge: then no
+    second principal representation exists to bracket the first.
+    """
+    if variant not in ("gauss", "radau"):
+        raise ModelError(f"variant must be 'gauss' or 'radau', got {variant!r}")
+    radau = variant == "radau"
+    family = model.family
+    if family.closed:
+        raise ModelError(f"the {model.kind} model's hierarchy is closed: it needs no quadrature closure "
+                         "(use closure = \"zero\")")  # fmt: skip
+    if n < 0:
+        raise ModelError(f"quadrature order n must be ≥ 0 (degree M ≥ 1), got {n}")
+    size = len(family.letter_kinds) * model.K
+    generators = set(range(size) if generators is None else generators)
+    transpose = family.transpose_table(model.K)
+    if moments is not None:
+        spanning = [c for c in range(size) if c in generators]
+        passengers = [c for c in range(size) if c not in generators]
+        kernels = {c: p for c, p in getattr(moments, "kernels", {}).items() if c in generators}
+        component = gram_component(spanning, transpose, moments, n, tol, passengers, kernels)
+        component.edges = {c: z for c, z in getattr(moments, "edges", {}).items() if c in component.letters}
+        if radau:
+            if not component.edges:
+                return None
+            component = block_radau(component, n)
+        return free_product([component], n, size)
+    specs = _complete(model, specs)
+    components = []
+    for k in range(1, model.K + 1):
+        spec, codes = specs[k], family.letter_codes(k)
+        if spec.kind == "identity":
+            components.append(Component({c: np.full((1, 1), spec.c) for c in codes}, np.zeros(1)))
+        elif spec.kind == "from-file":
+            raise ModelError("a from-file init has no d = ∞ law: build the representation from its moments")
+        else:
+            same = {j: spec for j in range(1, model.K + 1)}  # only index k's letters are asked for
+            components.append(family.representation_component(
+                k, spec, n, lambda words, same=same: exact_moments(model, same, words), generators, tol))
+    if radau and not any(c.edges for c in components):
+        return None
+    return free_product(components, n, size, radau)
+
+
+def matrix_moments(model, factors):
+    """A moment oracle on finite-d matrices (e.g. the ones an SGD run starts from): words are
+    reduced to canonical form (packed, vectorised) first, so each distinct trace is computed once.
+
+    Its ``kernels`` attribute maps each tied letter of deficient rank to a code (beyond the
+    alphabet) that the oracle reads as the orthogonal projector onto that letter's kernel —
+    the rank split of `gram_component`. Words holding such a code are traced as they are.
+    """
+    letters, alphabet = letter_matrices(model.kind, factors), model.alphabet
+    projectors = model.family.kernel_projectors(factors)
+    kernels = {c: alphabet.size + j for j, c in enumerate(projectors)}
+    extended = letters + list(projectors.values())
+    known = {}  # ("canonical", length, packed word) or ("raw", *codes) → moment
+
+    def moments(words):
+        keys = [("raw", *word) for word in words]  # a word holding a projector letter is traced as it is
+        plain = [i for i, word in enumerate(words) if max(word) < alphabet.size]
+        for w in {len(words[i]) for i in plain}:
+            rows = [i for i in plain if len(words[i]) == w]
+            packed = alphabet.canonicalize(alphabet.pack(np.array([words[i] for i in rows])), w)
+            for i, p in zip(rows, packed):
+                keys[i] = ("canonical", w, int(p))
+        fresh = list(dict.fromkeys(k for k in keys if k not in known))
+        if fresh:
+            codes = [tuple(int(c) for c in k[1:]) if k[0] == "raw" else
+                     tuple(alphabet.unpack(np.array([k[2]], dtype=np.uint64), k[1])[0]) for k in fresh]  # fmt: skip
+            known.update(zip(fresh, trace_moments(codes, extended)))
+        return np.array([known[k] for k in keys])
+
+    moments.kernels = kernels
+    moments.edges = model.family.spectral_edges(factors)
+    return moments

@@ -15,13 +15,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import InfeasibleState, MomentgenError, NonFinitePotential, NoSlavedMean
+from .errors import STATE_ERRORS, MomentgenError
 from .stepper import Event, integrate
 
-__all__ = ["SolveResult", "solve", "validity_horizon", "last_time_within", "solve_config", "audited"]
+__all__ = ["SolveResult", "solve", "validity_horizon", "last_time_within", "audited"]
 
 METHODS_WITH_JACOBIAN = ("Radau", "BDF")
-STATE_ERRORS = (InfeasibleState, NonFinitePotential, NoSlavedMean)  # a state the run cannot go past: a status
 LSODA_MAX_WORDS = 3000  # LSODA allocates a dense n×n Jacobian: 72 MB at this size
 
 
@@ -58,15 +57,15 @@ def _radius(y, lengths):
 
 
 def _min_feasibility_eigenvalue(truncation, y):
-    """Smallest eigenvalue of Q1 ± Q2 (tied: q; untied: q⁽¹⁾ ± q⁽²⁾; direct: Ω ± Ψ) at ``y``."""
+    """Smallest eigenvalue of Q1 ± Q2 at ``y`` (the kind's order parameters: tied q, q; untied q⁽¹⁾, q⁽²⁾; …)."""
     Q1, Q2 = truncation.order_parameters(y)
     return min(np.linalg.eigvalsh(0.5 * (A + A.T)).min() for A in (Q1 + Q2, Q1 - Q2))
 
 
 def _student_size(truncation, y):
-    """Untied: min_k D_k = t^A_k + t^B_k over trainable k (β ∝ 1/D_k is singular at 0); else +inf."""
-    D = truncation.bias_denominators(y)
-    return D.min() if D.size else np.inf
+    """A kind with a mean: min over trainable k of its slaving rate D_k (untied t^A_k + t^B_k; β ∝ 1/D_k is
+    singular at 0)."""
+    return truncation.slaving_rates(y).min()
 
 
 def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, blowup_factor=8.0):
@@ -77,7 +76,7 @@ def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, b
     truncation : momentgen.truncation.Truncation
     y0 : array_like, shape (n_words,)
     T : float
-        Horizon (tied ``t = 4nη/d``; untied slow phase and direct ``τ = nη/d``).
+        Horizon on the model's time axis (its kind's ``time_scale``).
     points : int
         Uniform output grid on [0, T].
     method : "LSODA" | "Radau" | "BDF" | "DOP853" | "RK45"
@@ -94,18 +93,19 @@ def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, b
     lengths = program.lengths.astype(float)
     bound = blowup_factor * max(_radius(y0, lengths), 1e-12)
     scale = max(np.abs(y0[lengths == 2]).max(initial=0.0), 1e-12)
-    collapse = _student_size(truncation, y0)
 
-    events = (
+    events = [
         Event(lambda t, y: bound - _radius(y, lengths), "blowup",
               f"a moment exceeded the spectral bound {bound:.3g} (blowup_factor × initial radius); "
               "the truncation is not valid beyond"),
         Event(lambda t, y: _min_feasibility_eigenvalue(truncation, y) + 1e-9 * scale, "left-feasible-set",
               "the order parameters left the PSD cone; the truncation is not valid beyond"),
-        Event(lambda t, y: _student_size(truncation, y) - 1e-3 * collapse, "left-feasible-set",
-              "the student collapsed: t^A + t^B fell below 1e-3 of its initial value (beta = -psi/D is "
-              "singular at 0); the truncation is not valid beyond"),
-    )  # fmt: skip
+    ]  # fmt: skip
+    if not program.model.family.centred:
+        collapse = _student_size(truncation, y0)
+        events.append(Event(lambda t, y: _student_size(truncation, y) - 1e-3 * collapse, "left-feasible-set",
+                            "the student collapsed: its slaving rate D (t^A + t^B) fell below 1e-3 of its initial "
+                            "value (beta = -psi/D is singular at 0); the truncation is not valid beyond"))  # fmt: skip
     if method == "LSODA" and len(y0) > LSODA_MAX_WORDS:
         warnings.warn(f"LSODA keeps a dense {len(y0)}×{len(y0)} Jacobian ({8 * len(y0) ** 2 / 2**30:.1f} GiB); "
                       "integrating with DOP853 instead (pass method='Radau' or 'BDF' for the sparse Jacobian)",
@@ -113,7 +113,7 @@ def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, b
         method = "DOP853"
     grid = np.linspace(0.0, T, points)
     start = time.perf_counter()
-    track = (lambda t, y: truncation.track(y)) if program.model.kind == "untied" else None
+    track = None if program.model.family.centred else (lambda t, y: truncation.track(y))
     run = integrate(truncation.rhs, y0, grid, method=method, rtol=rtol, atol=atol,
                     jac=truncation.jac if method in METHODS_WITH_JACOBIAN else None, events=events, on_step=track,
                     recoverable=STATE_ERRORS, recoverable_status="left-feasible-set")  # fmt: skip
@@ -149,49 +149,6 @@ def last_time_within(t, difference, tol):
     return float(t[bad[0] - 1]) if bad[0] > 0 else 0.0
 
 
-def solve_config(config, degree=None, factors=None):
-    """Solve a configuration at degree M and M − 2; JSON-ready dict (the ``solve`` command's output).
-
-    ``factors``: finite-d matrices to take the initial moments from (MATH.md §7: to compare
-    with one finite-d run, start the theory from its actual matrices); default: the d = ∞
-    values of the configured initialisation.
-    """
-    from .hierarchy import build
-    from .initial import empirical_moments
-    from .matrices import untied_means
-    from .truncation import Branch, from_config
-
-    integrate = config.section("integrate")
-    M = config.section("truncation")["degree"] if degree is None else degree
-    observables = config.section("truncation")["observables"]
-    runs, closed, potential = {}, None, None
-    for m in [M] + ([M - 2] if M - 2 >= 2 else []):  # degree M first: an error names the degree asked for
-        listed = observables if m == M or observables == "all" else [w for w in observables if len(w.split()) <= m]
-        program = build(config.model, m, listed, max_bytes=config.max_bytes)
-        initial = None if factors is None else empirical_moments(config.model, factors, program.word_codes)
-        truncation, y0 = from_config(config, m, program=program, initial=initial, potential=potential)
-        potential = truncation.potential  # one compiled integrand and calibrated rule for both degrees
-        if factors is not None and config.model.kind == "untied":
-            truncation.branch = Branch(untied_means(factors))
-        extra = {}
-        if config.model.kind == "untied":
-            times, means = truncation.fast_phase(y0, integrate["fast_T"])
-            extra = {"fast_t": times.tolist(), "fast_m": means.tolist(), "m_star": truncation.m.tolist()}
-        start = truncation.branch
-        result = audited(potential, lambda: solve(truncation, y0, integrate["T"], integrate["points"],
-                                                  integrate["method"], integrate["rtol"], integrate["atol"]),
-                         reset=lambda: setattr(truncation, "branch", start))  # fmt: skip
-        result.extra = extra
-        runs[m] = result
-        closed = closed if closed is not None else len(truncation.program.dropped_packed) == 0
-    fine = runs[M]
-    observables = _reported_words(fine, config)
-    fine.valid_until = validity_horizon(fine, runs.get(M - 2), observables, integrate["validity_tol"], closed)
-    out = _to_json(fine, observables, config)
-    out["potential"] = potential.accuracy_report()
-    return out
-
-
 def audited(potential, run, reset=None, attempts=3):
     """``run()`` with the potential frozen (a pure right-hand side), then `Potential.audit` of the
     far states it met; while the rule had to be refined there, ``reset()`` and run again. After
@@ -208,37 +165,3 @@ def audited(potential, run, reset=None, attempts=3):
     warnings.warn(f"the quadrature rule of {potential.loss.name!r} was refined {attempts} times along the path "
                   "and still missed rtol at a state it met; raise [loss] rtol or shorten the horizon", stacklevel=3)
     return result
-
-
-def _reported_words(result, config):
-    obs = config.section("truncation")["observables"]
-    from .words import canonical
-
-    chosen = result.words if obs == "all" else [canonical(w, config.model.kind) for w in obs]
-    required = [w for w in result.words if len(w.split()) <= 2]
-    return list(dict.fromkeys(chosen + required))
-
-
-def _to_json(result, words, config):
-    from .words import canonical
-
-    kind = config.model.kind
-    series = {w: result.series(w).tolist() for w in words}
-    derived = {}
-    if config.model.K >= 2:
-        if kind in ("tied", "direct"):
-            p12 = result.series(canonical("S1 S2", kind)) - result.series("S1") * result.series("S2")
-            derived["p12"] = p12.tolist()
-            if kind == "direct":
-                derived["p12_Omega"] = (result.series(canonical("S1 S2^T", kind))
-                                        - result.series("S1") * result.series("S2")).tolist()  # fmt: skip
-        else:
-            q1, q2 = result.series(canonical("M1 M2^T", kind)), result.series(canonical("M1 M2", kind))
-            derived["q1_12"], derived["q2_12"] = q1.tolist(), q2.tolist()
-            derived["symmetric_overlap"] = (2 * q1 + 2 * q2).tolist()
-    return {
-        "model": kind, "degree": result.degree, "time_scale": result.time_scale, "t": result.t.tolist(),
-        "series": series, "derived": derived, "status": result.status, "valid_until": result.valid_until,
-        "message": result.message, "method": result.method, "nfev": result.nfev, "seconds": result.seconds,
-        "config_hash": config.digest, **result.extra,
-    }  # fmt: skip

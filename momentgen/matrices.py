@@ -1,40 +1,141 @@
-"""Finite-d matrices of the letters, and the trace moments of words on them.
+"""Finite-d matrices: the letters of factors, the trace moments of words on them, and where the
+factors come from (sampled with a seed, or read from a file).
 
-This is the reference side of a word: ``μ_α = (1/d) Tr(Z_1 ⋯ Z_w)`` evaluated on
-actual ``d × d`` matrices at finite ``d`` (MATH.md §2). Letter matrices are listed in
-letter-code order (`momentgen.words.Alphabet`):
-
-* tied:   factors ``[W_1, …, W_K]``, ``W_k`` of shape (d, d_k); letters ``S_k = W_k W_kᵀ``;
-* untied: factors ``[(U_1, V_1), …]``, shapes (d, d_k); letters ``M_k = U_k V_kᵀ``,
-  ``M_kᵀ``, ``A_k = U_k U_kᵀ``, ``B_k = V_k V_kᵀ``;
-* direct: factors ``[S_1, …, S_K]``, any (d, d) matrices; letters ``S_k``, ``S_kᵀ``.
+This is the reference side of a word: ``μ_α = (1/d) Tr(Z_1 ⋯ Z_w)`` evaluated on actual
+``d × d`` matrices at finite ``d`` (MATH.md §2). Factors are in the layout of the model's kind
+(`momentgen.models.ModelKind`: e.g. ``W_k`` whose letter is ``W_k W_kᵀ``, or ``(U_k, V_k)``);
+letter matrices are listed in letter-code order (`momentgen.words.Alphabet`). Nothing here
+depends on the theory: SGD and the matrix flow use it, and so does the theory when it starts
+from finite matrices.
 """
+
+import zipfile
 
 import numpy as np
 
-from .errors import WordError
-from .words import check_model
+from . import models
+from .errors import ModelError, WordError
 
-__all__ = ["letter_matrices", "trace_moments", "untied_means"]
+__all__ = ["letter_matrices", "trace_moments", "means", "sample_factors", "initial_factors",
+           "load_factors", "MAX_DIMENSION", "MAX_ARRAY_BYTES"]  # fmt: skip
+
+MAX_DIMENSION = 10_000  # d of matrices read from a file: each d × d letter takes 8 d² bytes (0.8 GB here)
+MAX_ARRAY_BYTES = 2 * 2**30  # one array in an .npz, as its header declares it
 
 
 def letter_matrices(model, factors):
-    """The letter matrices of ``model`` built from its factors, in letter-code order."""
-    check_model(model)
-    if model == "tied":
-        return [W @ W.T for W in factors]
-    if model == "untied":
-        out = []
-        for U, V in factors:
-            M = U @ V.T
-            out += [M, M.T, U @ U.T, V @ V.T]
-        return out
-    return [m for S in factors for m in (S, S.T)]
+    """The letter matrices of the kind ``model`` (a name) built from its factors, in letter-code order."""
+    return models.get(model).letter_matrices(factors)
 
 
-def untied_means(factors):
-    """Untied pre-activation means ``m_k = Tr(U_k V_kᵀ)/√d`` of finite factors (array over k)."""
-    return np.array([np.sum(U * V) / np.sqrt(len(U)) for U, V in factors])
+def means(model, factors):
+    """Pre-activation means Tr(M_k)/√d of finite factors (kinds with a mean), else None."""
+    return model.family.means(factors)
+
+
+def _complete(model, specs):
+    missing = [k for k in range(1, model.K + 1) if k not in specs]
+    if missing:
+        raise ModelError(f"no init given for indices {missing}: add an [init.{missing[0]}] table")
+    return specs
+
+
+def sample_factors(model, specs, d, seed):
+    """Finite-d factors (the kind's layout) drawn from ``specs`` ({k: InitSpec}) with a seed; from-file
+    indices are read (their d must be ``d``)."""
+    rng = np.random.default_rng(seed)
+    specs = _complete(model, specs)
+    family, factors = model.family, []
+    for k in range(1, model.K + 1):
+        spec = specs[k]
+        if spec.kind == "from-file":
+            factors.append(load_factors(model, spec.path, d))
+        elif spec.kind == "identity":
+            factors.append(family.identity_factor(spec.c, d))
+        else:
+            factors.append(family.sample_factor(spec, d, rng))
+    return factors
+
+
+def initial_factors(model, inits, d, seed):
+    """The finite-d matrices an SGD run with ``seed`` starts from (shared with the matrix flow
+    and with the theory started from finite matrices)."""
+    init_seed = np.random.SeedSequence(seed).spawn(2)[0]
+    return sample_factors(model, inits, d, seed=int(init_seed.generate_state(1)[0]))
+
+
+def load_factors(model, path, d=None):
+    """One index's factors from an .npz, in the kind's layout (`ModelKind.file_arrays`: e.g. tied
+    ``W`` or ``S``, untied ``U`` and ``V``). ``d``, if given, must match.
+
+    Nothing is trusted before it is checked: each array's declared size (zip entry and .npy
+    header) against `MAX_ARRAY_BYTES`, its shape (2-d, d ≤ `MAX_DIMENSION`) and dtype (real
+    numbers; no pickles) before it is read, its values (finite) after.
+    """
+    family = model.family
+    arrays = _read_npz(path, family.file_arrays)
+    factor = family.file_factor(arrays, path)
+    size = family.dimension(factor)
+    for array in arrays.values():
+        if array.shape[0] != size:
+            raise ModelError(f"{path}: every array must have {size} rows (d), got shape {array.shape}")
+    if d is not None and size != d:
+        raise ModelError(f"{path}: matrices are {size}-dimensional but d = {d}")
+    return factor
+
+
+def _read_npz(path, alternatives):
+    """The arrays of the first of ``alternatives`` (tuples of names) an .npz holds in full, checked."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except FileNotFoundError:
+        raise ModelError(f"from-file init: {str(path)!r} not found") from None
+    except (zipfile.BadZipFile, OSError) as error:
+        raise ModelError(f"from-file init: {str(path)!r} is not an .npz archive ({error})") from None
+    with archive:
+        held = {n[:-4] for n in archive.namelist() if n.endswith(".npy")}
+        wanted = next((names for names in alternatives if set(names) <= held), None)
+        if wanted is None:
+            need = " or ".join(" and ".join(names) for names in alternatives)
+            raise ModelError(f"{path} holds {sorted(held)}; this model needs {need}")
+        out = {}
+        for name in wanted:
+            info = archive.getinfo(f"{name}.npy")
+            if info.file_size > MAX_ARRAY_BYTES:
+                raise ModelError(f"{path}: array {name} would take {info.file_size / 2**30:.3g} GiB; the limit is "
+                                 f"{MAX_ARRAY_BYTES / 2**30:g} GiB")  # fmt: skip
+            with archive.open(info) as member:
+                shape, dtype = _npy_header(member, path, name)
+            _check_shape(shape, dtype, path, name)
+            with archive.open(info) as member:
+                array = np.lib.format.read_array(member, allow_pickle=False)
+            if not np.all(np.isfinite(array)):
+                raise ModelError(f"{path}: array {name} holds non-finite values (NaN or inf)")
+            out[name] = np.asarray(array, dtype=float)
+    return out
+
+
+def _npy_header(member, path, name):
+    try:
+        version = np.lib.format.read_magic(member)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(member)  # shape, Fortran order, dtype
+    except (ValueError, OSError) as error:
+        raise ModelError(f"{path}: array {name} is not a valid .npy ({error})") from None
+    return shape, dtype
+
+
+def _check_shape(shape, dtype, path, name):
+    if dtype.kind not in "fiu" or dtype.hasobject:
+        raise ModelError(f"{path}: array {name} has dtype {dtype}; real numbers are needed")
+    if len(shape) != 2:
+        raise ModelError(f"{path}: array {name} must be a matrix (2-d), got shape {shape}")
+    d = shape[0]
+    if d > MAX_DIMENSION or shape[1] > MAX_DIMENSION:
+        raise ModelError(f"{path}: array {name} has shape {shape}: the letters would be {d} × {d} "
+                         f"({8 * d * d / 2**30:.2g} GiB each); the limit is d ≤ {MAX_DIMENSION}")  # fmt: skip
+    if np.prod(shape, dtype=float) * dtype.itemsize > MAX_ARRAY_BYTES:
+        raise ModelError(f"{path}: array {name} of shape {shape} exceeds {MAX_ARRAY_BYTES / 2**30:g} GiB")
 
 
 def trace_moments(words, letters):

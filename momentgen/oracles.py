@@ -97,8 +97,9 @@ def riccati_tied_moments(potential, student, teacher, times, n=200, rtol=1e-11):
 
     def rates(t, state):
         t1, q11, q12 = moments(state)
-        gamma = potential.evaluate(q=np.array([[q11, q12], [q12, q22]])).coefficients("tied", [1])
-        return np.concatenate([[gamma["Gamma[1,2]"]], 2 * gamma["Gamma[1,1]"] * np.exp(-2 * state[0] * x)])
+        value = potential.at(*(np.array([[q11, q12], [q12, q22]]),) * 2)
+        Gamma = value.dQ1 + value.dQ2  # Γ = ∂Φ/∂Q1 + ∂Φ/∂Q2 with Q1 = Q2 = q
+        return np.concatenate([[Gamma[0, 1]], 2 * Gamma[0, 0] * np.exp(-2 * state[0] * x)])
 
     times = np.asarray(times, dtype=float)
     run = solve_ivp(rates, (0.0, times[-1]), np.zeros(1 + len(x)), t_eval=times, method="DOP853", rtol=rtol,

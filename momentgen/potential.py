@@ -39,7 +39,7 @@ import sympy
 
 from .codegen import compile_weighted_sum
 from .errors import InfeasibleState, NonFinitePotential, NoSlavedMean, PotentialError, UnsupportedLoss
-from .words import check_model
+from . import models
 
 __all__ = ["Potential", "PotentialValue", "SecondDerivatives"]
 
@@ -67,16 +67,11 @@ class PotentialValue:
     error: float = None
 
     def coefficients(self, kind, trainable):
-        """The hierarchy's coefficient values for the trainable rows, keyed by symbol name."""
-        ks = [k - 1 for k in trainable]
+        """The hierarchy's coefficients that Φ alone determines (`ModelKind.potential_families`) for the
+        trainable rows, keyed by symbol name (e.g. ``Gamma[1,2]``)."""
         K = len(self.b)
-        if kind == "tied":
-            G = self.dQ1 + self.dQ2
-            return {f"Gamma[{k + 1},{l + 1}]": G[k, l] for k in ks for l in range(K)}
-        if kind == "untied":
-            return {f"a{r}[{k + 1},{l + 1}]": D[k, l] for r, D in ((1, self.dQ1), (2, self.dQ2)) for k in ks
-                    for l in range(K)}  # fmt: skip
-        return {f"{n}[{k + 1},{l + 1}]": D[k, l] for n, D in (("A", self.dQ1), ("B", self.dQ2)) for k in ks
+        arrays = models.get(kind).potential_families(self)
+        return {f"{name}[{k},{l + 1}]": array[k - 1, l] for name, array in arrays.items() for k in trainable
                 for l in range(K)}  # fmt: skip
 
 
@@ -116,7 +111,7 @@ class Potential:
     """
 
     def __init__(self, loss, kind, C=None, method="auto", rtol=1e-8, level=None, seed=0):
-        self.loss, self.kind = loss, check_model(kind)
+        self.loss, self.kind, self.family = loss, kind, models.get(kind)
         self.L, self.K = loss.L, loss.K
         self.C = _check_covariance(C, self.L)
         if method not in ("auto", "exact", "quadrature"):
@@ -129,6 +124,12 @@ class Potential:
         self._pairs = _PairGeometry(self.C)
         self._backend = _Wick(self) if self.method == "exact" else _Quadrature(self)
 
+    @classmethod
+    def from_config(cls, config):
+        """The potential of a configuration: its loss, model kind, [model] C and [loss] rtol."""
+        return cls(config.loss(), config.model.kind, C=config.section("model")["C"],
+                   rtol=config.section("loss")["rtol"])  # fmt: skip
+
     # ---- states ----------------------------------------------------------------------------
     def _law(self, m, Q1, Q2):
         K = self.K
@@ -138,11 +139,16 @@ class Potential:
             raise NonFinitePotential(f"non-finite order parameters m={m}, Q1={Q1.tolist()}, Q2={Q2.tolist()}")
         return m, Q1, Q2
 
-    def evaluate(self, *, q=None, m=None, q1=None, q2=None, Omega=None, Psi=None, estimate_error=False):
-        """Φ and its derivatives at a state of the model (see the class docstring)."""
-        m, Q1, Q2 = self._law(*self._arguments(q, m, q1, q2, Omega, Psi))
+    def evaluate(self, estimate_error=False, **state):
+        """Φ and its derivatives at a state of the model, named as the kind names its order parameters
+        (`ModelKind.state_names`: e.g. ``q``; or ``m, q1, q2``; or ``Omega, Psi``)."""
+        return self.at(*self._arguments(state), estimate_error=estimate_error)
+
+    def at(self, Q1, Q2, m=None, estimate_error=False):
+        """Φ and its derivatives at the order parameters (Q1, Q2) and means m (roles, not names)."""
+        m, Q1, Q2 = self._law(m, Q1, Q2)
         value = self._backend.evaluate(m, Q1, Q2, estimate_error)
-        if self.kind != "untied":  # centred pre-activations: there is no mean to differentiate by
+        if self.family.centred:  # centred pre-activations: there is no mean to differentiate by
             value.b, value.m_hessian = np.zeros(self.K), np.zeros((self.K, self.K))
         if not np.isfinite(value.phi) or not all(np.all(np.isfinite(x)) for x in (value.dQ1, value.dQ2, value.b)):
             raise NonFinitePotential(f"Phi of loss {self.loss.name!r} is not finite at m={m.tolist()}, "
@@ -179,7 +185,7 @@ class Potential:
                 "accuracy": float(backend.accuracy), "states_checked": len(backend.verified),
                 "met_rtol": not self.missed_rtol and backend.accuracy <= self.rtol}  # fmt: skip
 
-    def second_derivatives(self, *, q=None, m=None, q1=None, q2=None, Omega=None, Psi=None):
+    def second_derivatives(self, **state):
         """Second derivatives of Φ at a state, for Jacobians (`SecondDerivatives`).
 
         Exact path: symbolic. Quadrature path: Price's theorem once more,
@@ -187,18 +193,31 @@ class Potential:
         ``∂²Φ/∂Qr_kl∂m_n = ½ Σ Tr_ab c_e E[∂³ℓ/∂G_ak∂G_bl∂G_en]`` on the same fixed rule; the
         third and fourth derivatives of ℓ are compiled on first use.
         """
-        m, Q1, Q2 = self._law(*self._arguments(q, m, q1, q2, Omega, Psi))
+        return self.second_at(*self._arguments(state))
+
+    def second_at(self, Q1, Q2, m=None):
+        """`second_derivatives` at the order parameters (Q1, Q2) and means m (roles, not names)."""
+        m, Q1, Q2 = self._law(m, Q1, Q2)
         second = self._backend.second(m, Q1, Q2)
-        if self.kind != "untied":
+        if self.family.centred:
             second.Qm[:], second.mm[:] = 0.0, 0.0
         return second
 
-    def _arguments(self, q, m, q1, q2, Omega, Psi):
-        if self.kind == "tied":
-            return None, _required(q, "q"), _required(q, "q")
-        if self.kind == "untied":
-            return _required(m, "m"), _required(q1, "q1"), _required(q2, "q2")
-        return None, _required(Omega, "Omega"), _required(Psi, "Psi")
+    def _arguments(self, state):
+        """(Q1, Q2, m) from the kind's own names of its order parameters (`ModelKind.state_names`)."""
+        names = self.family.state_names
+        unknown = sorted(set(state) - set(names))
+        if unknown:
+            raise PotentialError(f"unknown state {unknown} for the {self.kind} model: it takes {', '.join(names)}")
+        roles = {}
+        for name, value in state.items():
+            for role in names[name]:
+                roles[role] = value
+        needed = ("Q1", "Q2") if self.family.centred else ("Q1", "Q2", "m")
+        missing = [name for name, rs in names.items() if any(r in needed and r not in roles for r in rs)]
+        if missing:
+            raise PotentialError(f"missing state `{missing[0]}` for this model")
+        return roles["Q1"], roles["Q2"], roles.get("m")
 
     def m_star(self, q1, q2, m0, trainable, tol=1e-11, max_iter=60):
         """The slaved mean m*(q): solve ∂Φ/∂m_k = 0 over trainable k (untied fast phase end).
@@ -210,8 +229,8 @@ class Potential:
         Raises `PotentialError` naming q and the loss if it fails or if the m-Hessian is
         not positive definite at the solution.
         """
-        if self.kind != "untied":
-            raise PotentialError("m*(q) exists only for the untied model")
+        if self.family.centred:
+            raise PotentialError(f"m*(q) exists only for a model with a mean; the {self.kind} model is centred")
         idx = np.array([k - 1 for k in trainable])
         m = np.asarray(m0, float).copy()
         value = self.evaluate(m=m, q1=q1, q2=q2)
@@ -636,7 +655,7 @@ class _Wick:
         self.m = sympy.symbols(f"m_1:{K + 1}", real=True)
         self.Q1 = sympy.Matrix(K, K, lambda k, l: sympy.Symbol(f"Q1_{k + 1}_{l + 1}", real=True))
         self.Q2 = sympy.Matrix(K, K, lambda k, l: sympy.Symbol(f"Q2_{k + 1}_{l + 1}", real=True))
-        centred = potential.kind != "untied"  # tied and direct pre-activations have mean 0
+        centred = potential.family.centred  # centred pre-activations have mean 0
         mean = [0 if centred else sympy.nsimplify(float(pairs.c[a // K])) * self.m[a % K]
                 for a in range(len(loss.variables))]  # fmt: skip
         cov = self._covariance(pairs, len(loss.variables))

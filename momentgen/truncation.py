@@ -2,13 +2,15 @@
 
 `Truncation` joins a compiled `momentgen.hierarchy.Program` (the words and their sparse
 terms), a `momentgen.potential.Potential` (Φ and its gradients) and the weight decay γ.
-At each state ``y`` (the moments ``μ_α`` in program order) it reads the order parameters,
-evaluates the coefficients and applies the program with the one compiled kernel
-(`momentgen._kernel.apply_program`): no Python loop over words.
+At each state ``y`` (the moments ``μ_α`` in program order) it reads the order parameters
+(the kind's `order_words`), evaluates the coefficient arrays (`ModelKind.coefficient_arrays`),
+gathers them into the program's coefficient slots and applies the program with the one
+compiled kernel (`momentgen._kernel.apply_program`): no Python loop over words.
 
-Time axes: tied ``t = 4nη/d``; direct and untied (slow phase) ``τ = nη/d``; the untied fast
-phase (`Truncation.fast_phase`) runs on ``t = nη`` with the moments frozen, and the slow
-phase then uses the slaved mean ``m = m*(q)`` (MATH.md §4).
+``rhs(t, y)`` is a pure function of ``(t, y)``: the only state a run carries besides ``y`` is
+the `Branch` of the slaved mean (kinds with a mean), which the solver advances with `track`
+after each accepted step. Time axes: the kind's (`ModelKind.time_scale`); the fast phase of a
+kind with a mean runs on its own axis ``t = nη`` with the moments frozen (MATH.md §4).
 """
 
 import warnings
@@ -18,14 +20,18 @@ import numpy as np
 import scipy.sparse
 
 from ._kernel import apply_program
-from .errors import InfeasibleState, PotentialError
+from .errors import STATE_ERRORS, PotentialError
+from .hierarchy import build
+from .initial import empirical_moments, exact_moments
+from .potential import Potential
+from .stepper import integrate
 
-__all__ = ["Truncation", "Branch"]
+__all__ = ["Truncation", "Branch", "CoefficientSource", "from_config"]
 
 
 @dataclass
 class Branch:
-    """The explicit state a run carries besides y: the warm start of the untied slaved mean m*(q).
+    """The explicit state a run carries besides y: the warm start of the slaved mean m*(q).
 
     The right-hand side reads it and never writes it, so ``rhs(t, y)`` is a pure function of
     ``(t, y)`` between two calls of `Truncation.track`, which the solver makes after each
@@ -42,11 +48,11 @@ class Truncation:
     ----------
     program : momentgen.hierarchy.Program
     potential : momentgen.potential.Potential
-        Same loss kind as the program's model.
+        Same model kind as the program's.
     gamma : float
         Weight decay γ.
     means : array_like, shape (K,), optional
-        Untied only: the pre-activation means ``m_k`` at the start (fixed indices keep theirs).
+        Kinds with a mean: the pre-activation means ``m_k`` at the start (fixed indices keep theirs).
     """
 
     def __init__(self, program, potential, gamma=0.0, means=None):
@@ -54,80 +60,65 @@ class Truncation:
             raise PotentialError(f"potential is for the {potential.kind} model, program for {program.model.kind}")
         self.program, self.potential, self.gamma = program, potential, float(gamma)
         self.model = program.model
+        self.family = self.model.family
         factors = np.array([s.factor for s in program.symbols])
         self._weight = (factors[program.symbol] * program.multiplicity).astype(float)
         # compact index types: the kernel is memory-bound (14 bytes a term, CSR needs 12)
         self._symbol = program.symbol.astype(np.int16 if len(program.symbols) < 2**15 else np.int32)
         self._target = program.target.astype(np.int32)
-        self._slot = {s.name: i for i, s in enumerate(program.symbols)}
-        self._layout = _layout(program)
         K = self.model.K
+        pairs = [(k, l) for k in range(1, K + 1) for l in range(1, K + 1)]
+        self._Q = np.array([[program.index(word) for word in self.family.order_words(k, l)] for k, l in pairs])
+        self._Q = self._Q.T.reshape(2, K, K)  # state indices of Q1_kl and Q2_kl
+        self._word = {text: program.index(text) for text, _ in self.family.required_words(self.model)}
         self.branch = Branch(np.zeros(K) if means is None else np.asarray(means, float).reshape(K).copy())
         self.trainable = list(self.model.trainable)
 
     # ---- order parameters and coefficients -------------------------------------------------
     @property
     def m(self):
-        """The untied means of the branch the run is on (see `Branch`)."""
+        """The means of the branch the run is on (see `Branch`)."""
         return self.branch.m
 
-    def slaved_mean(self, y):
-        """Untied: m*(q(y)) by Newton from the branch's warm start (pure: the branch is not changed)."""
-        L = self._layout
-        return self.potential.m_star(y[L["q1"]], y[L["q2"]], self.branch.m, self.trainable)
-
-    def track(self, y):
-        """Follow the branch of m* to the state ``y`` (untied; called by the solver after each step)."""
-        if self.model.kind == "untied":
-            self.branch = Branch(self.slaved_mean(y))
-
-    def state(self, y, m=None):
-        """The potential's arguments at moments ``y`` (q; or m*, q1, q2; or Omega, Psi)."""
-        L = self._layout
-        if self.model.kind == "tied":
-            return {"q": y[L["q"]]}
-        if self.model.kind == "direct":
-            return {"Omega": y[L["Omega"]], "Psi": y[L["Psi"]]}
-        return {"m": self.slaved_mean(y) if m is None else m, "q1": y[L["q1"]], "q2": y[L["q2"]]}
+    def moments(self, y):
+        """``moments(text)``: the value of a required word at ``y`` (the accessor the kinds read)."""
+        return lambda text: y[self._word[text]]
 
     def order_parameters(self, y):
-        """(Q1, Q2) at moments ``y``: tied (q, q); untied (q⁽¹⁾, q⁽²⁾); direct (Ω, Ψ) — no m* needed."""
-        L = self._layout
-        keys = {"tied": ("q", "q"), "untied": ("q1", "q2"), "direct": ("Omega", "Psi")}[self.model.kind]
-        return tuple(y[L[k]] for k in keys)
+        """(Q1, Q2) at moments ``y`` — no m* needed."""
+        return y[self._Q[0]], y[self._Q[1]]
+
+    def slaved_mean(self, y):
+        """m*(q(y)) by Newton from the branch's warm start (pure: the branch is not changed)."""
+        Q1, Q2 = self.order_parameters(y)
+        return self.potential.m_star(Q1, Q2, self.branch.m, self.trainable)
+
+    def track(self, y):
+        """Follow the branch of m* to the state ``y`` (kinds with a mean; called after each accepted step)."""
+        if not self.family.centred:
+            self.branch = Branch(self.slaved_mean(y))
+
+    def state(self, y):
+        """(Q1, Q2, m) at moments ``y``: the potential's arguments (m = m*(q) for a kind with a mean)."""
+        Q1, Q2 = self.order_parameters(y)
+        return Q1, Q2, (None if self.family.centred else self.slaved_mean(y))
+
+    def coefficient_arrays(self, y, trace_conserving=False):
+        """{family: array} and ``"gamma"`` at moments ``y`` (a pure function of ``y``)."""
+        value = self.potential.at(*self.state(y))
+        arrays = self.family.coefficient_arrays(value, self.moments(y), self.model, trace_conserving, self.gamma)
+        arrays["gamma"] = self.gamma
+        return arrays
 
     def coefficients(self, y):
-        """Coefficient values in program symbol order at moments ``y`` (a pure function of ``y``)."""
-        value = self.potential.evaluate(**self.state(y))
-        named = value.coefficients(self.model.kind, self.trainable)
-        named["gamma"] = self.gamma
-        if self.model.kind == "untied":
-            named.update(self._betas(y, value))
-        c = np.empty(len(self._slot))
-        for name, i in self._slot.items():
-            c[i] = named[name]
-        return c
+        """Coefficient values in program slot order at moments ``y``."""
+        return self.program.coefficient_vector(self.coefficient_arrays(y))
 
-    def bias_denominators(self, y):
-        """Untied: ``D_k = t^A_k + t^B_k`` for the trainable k (array; empty for other models)."""
-        if self.model.kind != "untied":
+    def slaving_rates(self, y):
+        """Kinds with a mean: the fast phase's rates D_k (untied ``t^A_k + t^B_k``; β ∝ 1/D_k); else empty."""
+        if self.family.centred:
             return np.zeros(0)
-        L, idx = self._layout, np.array(self.trainable) - 1
-        return y[L["tA"][idx]] + y[L["tB"][idx]]
-
-    def _betas(self, y, value):
-        """β_k = −ψ_k / D_k, ψ_k = 2 Σ_{l,r} a⁽ʳ⁾_kl [μ(M_l⁽ʳ⁾ B_k) + μ(A_k M_l⁽ʳ⁾)], D_k = t^A_k + t^B_k."""
-        L, out = self._layout, {}
-        a = (value.dQ1, value.dQ2)
-        for k in self.trainable:
-            D = y[L["tA"][k - 1]] + y[L["tB"][k - 1]]
-            if not D > 1e-12:
-                raise InfeasibleState(f"D_{k} = t^A_{k} + t^B_{k} = {D:.3g} <= 0: the student has collapsed "
-                                     "(beta is singular); lower the weight decay")  # fmt: skip
-            psi = 2 * sum(a[r][k - 1, l] * (y[L["MB"][k - 1, l, r]] + y[L["AM"][k - 1, l, r]])
-                          for l in range(self.model.K) for r in (0, 1))  # fmt: skip
-            out[f"beta[{k}]"] = -psi / D
-        return out
+        return self.family.slaving_rates(self.moments(y), self.model)[np.array(self.trainable) - 1]
 
     # ---- the vector field --------------------------------------------------------------------
     def rhs(self, t, y):
@@ -141,8 +132,8 @@ class Truncation:
         """Jacobian (CSR): the linear part plus the dependence of the coefficients on the state.
 
         ``∂F_i/∂y_j = L_ij + Σ_s (L_s y)_i ∂c_s/∂y_j``. The sensitivities ∂c/∂y are analytic
-        (`_sensitivity`: second derivatives of Φ; untied also through m*(q) and β) and live
-        in the columns of the order parameters and of β's words only.
+        (`_sensitivity`: second derivatives of Φ, through m*(q) for a kind with a mean, and the
+        kind's own terms, `ModelKind.sensitivity`) and live in the columns of the required words.
         """
         y = np.ascontiguousarray(y, dtype=float)
         p, n = self.program, len(y)
@@ -158,140 +149,102 @@ class Truncation:
 
     def _sensitivity(self, y):
         """(columns, S) with ``S[s, j] = ∂c_s/∂y_{columns[j]}`` at the current coefficients."""
-        L, K, kind = self._layout, self.model.K, self.model.kind
-        columns = self._coefficient_columns()
+        columns = np.unique(np.array(list(self._word.values())))
         where = {int(col): j for j, col in enumerate(columns)}
-        state = self.state(y)
-        second = self.potential.second_derivatives(**state)
+        Q1, Q2, m = self.state(y)
+        second = self.potential.second_at(Q1, Q2, m)
+        K = self.model.K
         # dQ[r, k, l, j]: derivative of ∂Φ/∂Q(r+1)_kl by the state word columns[j]
         dQ = np.zeros((2, K, K, len(columns)))
-        sources = {"tied": (("q", (0, 1)),), "direct": (("Omega", (0,)), ("Psi", (1,))),
-                   "untied": (("q1", (0,)), ("q2", (1,)))}[kind]  # fmt: skip
-        for name, blocks in sources:
+        for s_ in (0, 1):
             for a in range(K):
                 for b in range(K):
-                    j = where[int(L[name][a, b])]
-                    for s_ in blocks:
-                        dQ[..., j] += second.QQ[:, :, :, s_, a, b]
-        if kind == "untied":
-            dQ += self._through_m_star(second, sources, where, len(columns))
-        S = np.zeros((len(self._slot), len(columns)))
-        value = self.potential.evaluate(**state) if kind == "untied" else None
-        for k in self.trainable:
-            for l in range(1, K + 1):
-                if kind == "tied":
-                    S[self._slot[f"Gamma[{k},{l}]"]] = dQ[0, k - 1, l - 1] + dQ[1, k - 1, l - 1]
-                elif kind == "direct":
-                    S[self._slot[f"A[{k},{l}]"]] = dQ[0, k - 1, l - 1]
-                    S[self._slot[f"B[{k},{l}]"]] = dQ[1, k - 1, l - 1]
-                else:
-                    S[self._slot[f"a1[{k},{l}]"]] = dQ[0, k - 1, l - 1]
-                    S[self._slot[f"a2[{k},{l}]"]] = dQ[1, k - 1, l - 1]
-            if kind == "untied":
-                S[self._slot[f"beta[{k}]"]] = self._beta_sensitivity(k, y, value, dQ, where, len(columns))
-        return columns, S
+                    dQ[..., where[int(self._Q[s_, a, b])]] += second.QQ[:, :, :, s_, a, b]
+        if not self.family.centred:
+            dQ += self._through_m_star(second, where, len(columns))
+        value = self.potential.at(Q1, Q2, m)
+        arrays = self.family.sensitivity(self.model, dQ, value, self.moments(y),
+                                         lambda text: where[self._word[text]])  # fmt: skip
+        return columns, np.array([_entry(arrays, c) if c.family != "gamma" else np.zeros(len(columns))
+                                  for c in self.program.symbols])  # fmt: skip
 
-    def _through_m_star(self, second, sources, where, n_columns):
+    def _through_m_star(self, second, where, n_columns):
         """The part of d(∂Φ/∂Q)/dy that goes through m*(q): Qm · dm*/dy, dm*/dQ = −Φ_mm⁻¹ ∂b/∂Q."""
-        K, L = self.model.K, self._layout
+        K = self.model.K
         idx = np.array(self.trainable) - 1
         dm = np.zeros((K, n_columns))  # dm*_n / dy_j
         inverse = np.linalg.inv(second.mm[np.ix_(idx, idx)])
-        for name, (s_,) in sources:
+        for s_ in (0, 1):
             for a in range(K):
                 for b in range(K):
-                    j = where[int(L[name][a, b])]
-                    dm[idx, j] -= inverse @ second.Qm[s_, a, b, idx]
+                    dm[idx, where[int(self._Q[s_, a, b])]] -= inverse @ second.Qm[s_, a, b, idx]
         return np.einsum("rkln,nj->rklj", second.Qm, dm)
-
-    def _beta_sensitivity(self, k, y, value, dQ, where, n_columns):
-        """∂β_k/∂y for β_k = −ψ_k/D_k (see `_betas`)."""
-        L = self._layout
-        a = (value.dQ1, value.dQ2)
-        D = y[L["tA"][k - 1]] + y[L["tB"][k - 1]]
-        dpsi, psi = np.zeros(n_columns), 0.0
-        for l in range(self.model.K):
-            for r in (0, 1):
-                mb, am = int(L["MB"][k - 1, l, r]), int(L["AM"][k - 1, l, r])
-                words = y[mb] + y[am]
-                psi += 2 * a[r][k - 1, l] * words
-                dpsi += 2 * dQ[r, k - 1, l] * words
-                dpsi[where[mb]] += 2 * a[r][k - 1, l]
-                dpsi[where[am]] += 2 * a[r][k - 1, l]
-        dD = np.zeros(n_columns)
-        dD[where[int(L["tA"][k - 1])]] += 1
-        dD[where[int(L["tB"][k - 1])]] += 1
-        return -dpsi / D + psi / D**2 * dD
 
     @property
     def _rows(self):
         return np.repeat(np.arange(len(self.program.packed)), np.diff(self.program.indptr))
 
-    def _coefficient_columns(self):
-        L = self._layout
-        keys = {"tied": ("q",), "direct": ("Omega", "Psi"), "untied": ("q1", "q2", "tA", "tB", "beta_words")}
-        return np.unique(np.concatenate([np.ravel(L[k]) for k in keys[self.model.kind]]))
-
-    # ---- the untied fast phase ---------------------------------------------------------------
+    # ---- the fast phase of a kind with a mean ------------------------------------------------------
     def fast_phase(self, y0, T, points=101, rtol=1e-10, atol=1e-12):
-        """Untied fast phase on ``t = nη``: ``dm_k/dt = −(t^A_k + t^B_k) ∂Φ/∂m_k (m, q(0))``.
+        """Fast phase on ``t = nη``: ``dm_k/dt = −D_k ∂Φ/∂m_k (m, q(0))`` for trainable k (MATH.md §4).
 
         Moments stay at ``y0``. Returns (times, m trajectory of shape (points, K)); the branch
         the slow phase starts on is the end point, polished to m*(q0) by Newton.
         """
-        from scipy.integrate import solve_ivp
-
-        if self.model.kind != "untied":
-            raise PotentialError("the fast phase exists only for the untied model")
-        L, idx = self._layout, np.array(self.trainable) - 1
-        q1, q2 = y0[L["q1"]], y0[L["q2"]]
-        D = y0[L["tA"]] + y0[L["tB"]]
+        if self.family.centred:
+            raise PotentialError(f"the fast phase exists only for a model with a mean; the {self.model.kind} "
+                                 "model is centred")  # fmt: skip
+        idx = np.array(self.trainable) - 1
+        Q1, Q2 = self.order_parameters(y0)
+        D = self.family.slaving_rates(self.moments(y0), self.model)
 
         def velocity(t, m):
             dm = np.zeros_like(m)
-            dm[idx] = -(D * self.potential.evaluate(m=m, q1=q1, q2=q2).b)[idx]
+            dm[idx] = -(D * self.potential.at(Q1, Q2, m).b)[idx]
             return dm
 
         times = np.linspace(0.0, T, points)
-        run = solve_ivp(velocity, (0.0, T), self.branch.m, t_eval=times, rtol=rtol, atol=atol, method="LSODA")
-        if not run.success:
-            raise PotentialError(f"untied fast phase failed: {run.message}")
-        self.branch = Branch(self.potential.m_star(q1, q2, run.y[:, -1], self.trainable))
-        gap = np.abs(self.branch.m - run.y[:, -1]).max()
+        run = integrate(velocity, self.branch.m, times, method="LSODA", rtol=rtol, atol=atol)
+        if run.status != "ok":
+            raise PotentialError(f"the fast phase failed: {run.message}")
+        end = run.y[-1]
+        self.branch = Branch(self.potential.m_star(Q1, Q2, end, self.trainable))
+        gap = np.abs(self.branch.m - end).max()
         if gap > 1e-6 * max(1.0, np.abs(self.branch.m).max()):
-            warnings.warn(f"the fast phase had not converged at t = {T:g} (m = {run.y[:, -1].tolist()}, "
+            warnings.warn(f"the fast phase had not converged at t = {T:g} (m = {end.tolist()}, "
                           f"m* = {self.branch.m.tolist()}): raise fast_T, or start off an unstable symmetric point "
                           "(an exactly symmetric m stays there at d = ∞)", stacklevel=2)  # fmt: skip
-        return run.t, run.y.T
+        return run.t, run.y
 
 
-def _layout(program):
-    """State indices of the order parameters and of the words β needs, as integer arrays."""
-    index, K, kind = program.index, program.model.K, program.model.kind
-    pairs = [(k, l) for k in range(1, K + 1) for l in range(1, K + 1)]
+class CoefficientSource:
+    """The theory's coefficients for the matrix flow engine (`momentgen.flow`), from moments.
 
-    def grid(pattern):
-        return np.array([index(pattern.format(k=k, l=l)) for k, l in pairs]).reshape(K, K)
+    The flow reads the moments of ``words`` (the degree-2 program's: order parameters and the
+    words the kind's coefficients read) on its matrices or its state vector; ``coefficients``
+    are the potential's at them — for a kind with a mean at the slaved m*(q) of the tracked
+    branch and with the finite-d, trace-conserving bias β′ (MATH.md §4); ``track`` advances the
+    branch after each accepted step. ``errors``: the state errors that stop a flow with a status.
+    """
 
-    if kind == "tied":
-        return {"q": grid("S{k} S{l}"), "t": np.array([index(f"S{k}") for k in range(1, K + 1)])}
-    if kind == "direct":
-        return {"Omega": grid("S{k} S{l}^T"), "Psi": grid("S{k} S{l}"),
-                "t": np.array([index(f"S{k}") for k in range(1, K + 1)])}  # fmt: skip
-    out = {"q1": grid("M{k} M{l}^T"), "q2": grid("M{k} M{l}"),
-           "tA": np.array([index(f"A{k}") for k in range(1, K + 1)]),
-           "tB": np.array([index(f"B{k}") for k in range(1, K + 1)])}  # fmt: skip
-    MB = np.zeros((K, K, 2), np.int64)
-    AM = np.zeros((K, K, 2), np.int64)
-    for k in program.model.trainable:
-        for l in range(1, K + 1):
-            for r, Ml in enumerate((f"M{l}", f"M{l}^T")):
-                MB[k - 1, l - 1, r] = index(f"{Ml} B{k}")
-                AM[k - 1, l - 1, r] = index(f"A{k} {Ml}")
-    trainable = np.array(program.model.trainable) - 1
-    out["MB"], out["AM"] = MB, AM
-    out["beta_words"] = np.concatenate([MB[trainable].ravel(), AM[trainable].ravel()])
-    return out
+    errors = STATE_ERRORS
+
+    def __init__(self, model, potential, gamma=0.0, means=None, max_bytes=None):
+        program = build(model, 2, [], **({} if max_bytes is None else {"max_bytes": max_bytes}))
+        self.truncation = Truncation(program, potential, gamma, means=means)
+        self.words = program.word_codes
+
+    def coefficients(self, mu):
+        return self.truncation.coefficient_arrays(mu, trace_conserving=True)
+
+    def track(self, mu):
+        self.truncation.track(mu)
+
+
+def _entry(arrays, coefficient):
+    """Row of ∂(family entry)/∂y for one coefficient slot (``arrays[family]`` has the family's shape + columns)."""
+    array = arrays[coefficient.family]
+    return array[coefficient.k - 1] if coefficient.l is None else array[coefficient.k - 1, coefficient.l - 1]
 
 
 def from_config(config, degree=None, program=None, initial=None, potential=None):
@@ -303,15 +256,12 @@ def from_config(config, degree=None, program=None, initial=None, potential=None)
     moments are exact d = ∞ values for gaussian / identity inits and empirical ones of
     `Config.start_factors` when an init comes from a file.
     """
-    from .hierarchy import build
-    from .initial import empirical_moments, exact_moments
-
     model = config.model
     degree = config.section("truncation")["degree"] if degree is None else degree
     if program is None:
-        program = build(model, degree, config.section("truncation")["observables"])
+        program = build(model, degree, config.section("truncation")["observables"], max_bytes=config.max_bytes)
     if potential is None:
-        potential = config.potential()
+        potential = Potential.from_config(config)
     factors = config.start_factors()
     if initial is not None:
         y0 = np.asarray(initial, dtype=float)

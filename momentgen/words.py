@@ -31,13 +31,12 @@ rotation is two shifts and a mask.
 """
 
 import re
-from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
-from sympy.utilities.iterables import least_rotation
 
+from . import models
 from .errors import WordError
+from .models.alphabet import Alphabet
 
 __all__ = [
     "MODELS",
@@ -48,194 +47,22 @@ __all__ = [
     "canonical_codes",
     "enumerate_words",
     "letters",
+    "least_rotation",
 ]
 
-#: Letter kinds of each model, in code order, and the kind each one transposes to.
-_KINDS = {
-    "tied": ("S",),
-    "untied": ("M", "M^T", "A", "B"),
-    "direct": ("S", "S^T"),
-}
-_TRANSPOSED_KIND = {
-    "tied": (0,),
-    "untied": (1, 0, 2, 3),
-    "direct": (1, 0),
-}
-MODELS = tuple(_KINDS)
-
+MODELS = tuple(models.KINDS)
 _TOKEN = re.compile(r"^([A-Za-z]+)(\d+)(\^T)?$")
-_CHUNK = 1 << 21  # candidate words per block when enumerating (bounds memory)
 
 
 def check_model(model):
-    """Return ``model`` if it is one of `MODELS`, else raise a `WordError`."""
-    if model not in _KINDS:
-        raise WordError(f"unknown model {model!r}: choose one of {', '.join(MODELS)}")
+    """Return ``model`` if it is a registered kind (`momentgen.models.KINDS`), else raise a `WordError`."""
+    models.get(model)
     return model
-
-
-@dataclass(frozen=True)
-class Alphabet:
-    """The letters of one model with ``K`` indices, and packed-word arithmetic.
-
-    Letter code ``c`` has index ``k = c // n_kinds + 1`` and kind ``kinds[c % n_kinds]``.
-    Packed words of length ``w`` are ``uint64`` numbers in base ``base``; lengths up to
-    `max_length` fit (e.g. 63 for tied K = 2, 21 for untied K = 2).
-    """
-
-    model: str
-    K: int
-
-    def __post_init__(self):
-        check_model(self.model)
-        if not isinstance(self.K, (int, np.integer)) or self.K < 1:
-            raise WordError(f"K must be a positive integer (number of indices), got {self.K!r}")
-
-    @property
-    def kinds(self):
-        return _KINDS[self.model]
-
-    @property
-    def size(self):
-        """Number of letters."""
-        return self.K * len(self.kinds)
-
-    def code(self, kind, k):
-        """Code of the letter of kind ``kind`` (e.g. ``"M^T"``) and 1-based index ``k``."""
-        return (k - 1) * len(self.kinds) + self.kinds.index(kind)
-
-    def index(self, code):
-        """1-based index ``k`` of a letter code."""
-        return code // len(self.kinds) + 1
-
-    def name(self, code):
-        kind = self.kinds[code % len(self.kinds)]
-        base, _, transposed = kind.partition("^")
-        return f"{base}{self.index(code)}" + ("^T" if transposed else "")
-
-    @cached_property
-    def names(self):
-        return tuple(self.name(c) for c in range(self.size))
-
-    @cached_property
-    def transpose(self):
-        """``transpose[c]``: code of the transpose of letter ``c`` (int array)."""
-        n = len(self.kinds)
-        flip = _TRANSPOSED_KIND[self.model]
-        return np.array([(c // n) * n + flip[c % n] for c in range(self.size)], dtype=np.int64)
-
-    # ---- packed words --------------------------------------------------------------
-    @property
-    def bits(self):
-        """Bits per letter in a packed word."""
-        return max(1, (self.size - 1).bit_length())
-
-    @property
-    def max_length(self):
-        """Longest word that packs into 63 bits (e.g. 63 for tied K = 2, 21 for untied K = 2)."""
-        return 63 // self.bits
-
-    def check_length(self, w):
-        if w > self.max_length:
-            raise WordError(
-                f"words of length {w} do not fit the packed form of the {self.model} model "
-                f"with K = {self.K} (at most {self.max_length} letters); lower the degree"
-            )
-
-    def _shift(self, n_letters):
-        return np.uint64(self.bits * n_letters)
-
-    def _mask(self, n_letters):
-        return np.uint64((1 << (self.bits * n_letters)) - 1)
-
-    def pack(self, digits):
-        """Pack an integer array of shape (n, w) of letter codes into uint64 codes, shape (n,)."""
-        digits = np.asarray(digits)
-        self.check_length(digits.shape[1])
-        packed = np.zeros(len(digits), dtype=np.uint64)
-        for column in digits.T:
-            packed = (packed << self._shift(1)) | column.astype(np.uint64)
-        return packed
-
-    def unpack(self, packed, w):
-        """Letter codes of packed words of length ``w``: int64 array of shape (n, w)."""
-        packed = np.asarray(packed, dtype=np.uint64)
-        digits = np.empty((len(packed), w), dtype=np.int64)
-        for j in range(w):
-            digits[:, j] = (packed >> self._shift(w - 1 - j)) & self._mask(1)
-        return digits
-
-    def splice(self, packed, w, i, replacement):
-        """Replace letter ``i`` (0-based) of packed words of length ``w`` by ``replacement``.
-
-        ``replacement`` is a tuple of letter codes; the result has length
-        ``w - 1 + len(replacement)`` and is not canonicalised.
-        """
-        head = packed >> self._shift(w - i)
-        tail = packed & self._mask(w - 1 - i)
-        middle = 0
-        for c in replacement:
-            middle = (middle << self.bits) | int(c)
-        body = (head << self._shift(len(replacement))) | np.uint64(middle)
-        return (body << self._shift(w - 1 - i)) | tail
-
-    def transpose_reverse(self, packed, w):
-        """Packed transpose-reversal ``(Z_1 … Z_w) ↦ (Z_wᵀ … Z_1ᵀ)``."""
-        result = np.zeros_like(packed)
-        rest = packed.copy()
-        identity = np.array_equal(self.transpose, np.arange(self.size))
-        for _ in range(w):
-            letter = rest & self._mask(1)
-            if not identity:
-                letter = self.transpose.astype(np.uint64)[letter.astype(np.intp)]
-            result = (result << self._shift(1)) | letter
-            rest >>= self._shift(1)
-        return result
-
-    def canonicalize(self, packed, w):
-        """Canonical forms of packed words of length ``w`` (uint64 array, same shape).
-
-        Least of the ``2w`` rotations of the word and of its transpose-reversal; a
-        rotation is two shifts and a mask, so the cost is O(w) per word.
-        """
-        packed = np.asarray(packed, dtype=np.uint64)
-        reversal = self.transpose_reverse(packed, w)
-        best = np.minimum(packed, reversal)
-        for word in (packed, reversal):
-            for s in range(1, w):
-                rotated = ((word & self._mask(w - s)) << self._shift(s)) | (word >> self._shift(w - s))
-                np.minimum(best, rotated, out=best)
-        return best
-
-    def enumerate_packed(self, w):
-        """All canonical packed words of length ``w``, ascending (uint64 array).
-
-        Scans the ``size**w`` words in blocks and keeps those equal to their canonical
-        form: about ``2w`` candidates per canonical word, memory bounded by the block.
-        """
-        self.check_length(w)
-        total = self.size**w
-        kept = []
-        for start in range(0, total, _CHUNK):
-            block = self._from_radix(np.arange(start, min(start + _CHUNK, total), dtype=np.uint64), w)
-            kept.append(block[self.canonicalize(block, w) == block])
-        return np.sort(np.concatenate(kept))
-
-    def _from_radix(self, numbers, w):
-        """Packed words whose letters are the base-``size`` digits of ``numbers``."""
-        if self.size == 1 << self.bits:
-            return numbers
-        packed = np.zeros_like(numbers)
-        radix = np.uint64(self.size)
-        for j in range(w):
-            numbers, digit = np.divmod(numbers, radix)
-            packed |= digit << self._shift(j)
-        return packed
 
 
 def _parse_letter(token, model, K):
     match = _TOKEN.match(token)
-    kinds = _KINDS[model]
+    kinds = models.get(model).letter_kinds
     if match is None:
         raise WordError(f"bad letter {token!r} in the {model} model: letters look like {_letter_list(model)}")
     base, k, transposed = match.groups()
@@ -250,7 +77,7 @@ def _parse_letter(token, model, K):
 
 
 def _letter_list(model):
-    return ", ".join(k.replace("^", "k^") if "^" in k else k + "k" for k in _KINDS[model])
+    return ", ".join(k.replace("^", "k^") if "^" in k else k + "k" for k in models.get(model).letter_kinds)
 
 
 def parse(word, model, K=None):
@@ -277,23 +104,46 @@ def format_word(codes, model):
     >>> format_word((0, 5), "untied")
     'M1 M2^T'
     """
-    check_model(model)
-    n = len(_KINDS[model])
+    n = len(models.get(model).letter_kinds)
     return " ".join(Alphabet(model, max(codes) // n + 1).name(int(c)) for c in codes)
 
 
 def canonical_codes(codes, model):
     """Canonical form of a word given as letter codes (Booth's least rotation, O(w))."""
     codes = tuple(int(c) for c in codes)
-    n = len(_KINDS[model])
-    flip = _TRANSPOSED_KIND[model]
+    family = models.get(model)
+    n, flip = len(family.letter_kinds), family.transposes
     reversal = tuple((c // n) * n + flip[c % n] for c in reversed(codes))
     return min(_least_rotation(codes), _least_rotation(reversal))
 
 
 def _least_rotation(codes):
-    k = least_rotation(list(codes))
+    k = least_rotation(codes)
     return codes[k:] + codes[:k]
+
+
+def least_rotation(sequence):
+    """Start of the lexicographically least rotation of ``sequence`` (Booth's algorithm, O(n)).
+
+    >>> least_rotation([2, 1, 2, 1, 1])
+    3
+    """
+    s = list(sequence) * 2
+    failure = [-1] * len(s)
+    k = 0
+    for j in range(1, len(s)):
+        i = failure[j - k - 1]
+        while i != -1 and s[j] != s[k + i + 1]:
+            if s[j] < s[k + i + 1]:
+                k = j - i - 1
+            i = failure[i]
+        if i == -1 and s[j] != s[k + i + 1]:
+            if s[j] < s[k + i + 1]:
+                k = j
+            failure[j - k] = -1
+        else:
+            failure[j - k] = i + 1
+    return k
 
 
 def canonical(word, model):

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from momentgen.cli import main
-from momentgen.compare import _sgd_task, run_tasks
+from momentgen.compare import run_tasks, sgd_task
 from momentgen.config import parse_config
 from momentgen.hierarchy import Model, build
-from momentgen.initial import InitSpec, empirical_moments, exact_moments, sample_factors
+from momentgen.initial import InitSpec, empirical_moments, exact_moments
+from momentgen.matrices import sample_factors
 from momentgen.integrate import solve
 from momentgen.losses import builtin
 from momentgen.potential import Potential
@@ -69,7 +70,7 @@ def test_compare_command_writes_figure_and_table(tmp_path):
 def test_dask_cluster_returns_the_local_numbers():
     distributed = pytest.importorskip("dask.distributed")
     config = parse_config(SMALL)
-    tasks = [(_sgd_task, (config.raw, None, 30, seed)) for seed in (0, 1)]
+    tasks = [(sgd_task, (config.raw, None, 30, seed)) for seed in (0, 1)]
     local = run_tasks(tasks, n_jobs=2)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         remote = run_tasks(tasks, scheduler=cluster.scheduler_address)
@@ -150,7 +151,7 @@ def test_theory_can_start_from_the_sgd_matrices(tmp_path):
     matrices that seed 0's SGD run uses at that d — checked against traces computed here with numpy
     on those matrices, independently of the library's trace code."""
     from momentgen.compare import compare
-    from momentgen.initial import initial_factors
+    from momentgen.matrices import initial_factors
 
     config = parse_config(SMALL)
     data = compare(config, degrees=[6], dims=[30], seeds=[0], out=tmp_path, n_jobs=1,

@@ -52,7 +52,7 @@ def test_derivation_is_exact(kind, K, trainable, degree, observables, rng):
     factors = random_factors(kind, K, D, rng)
     letters = letter_matrices(kind, factors)
     coefficients = random_coefficients(program, rng)
-    velocities = letter_velocities(model, factors, coefficients)
+    velocities = letter_velocities(model, factors, program.family_arrays(coefficients))
 
     mu = trace_moments(program.word_codes, letters)
     expected = product_rule_derivative(program.word_codes, letters, velocities)

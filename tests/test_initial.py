@@ -5,7 +5,8 @@ import pytest
 
 from momentgen.errors import ModelError
 from momentgen.hierarchy import Model, build
-from momentgen.initial import InitSpec, empirical_moments, exact_moments, sample_factors
+from momentgen.initial import InitSpec, empirical_moments, exact_moments
+from momentgen.matrices import sample_factors
 from momentgen.oracles import marchenko_pastur_rule
 
 

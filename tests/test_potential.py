@@ -191,7 +191,7 @@ def test_m_star_failure_names_q_and_the_loss():
         (lambda: Potential(builtin("mse", L=2), "tied", C=[[1, 2], [2, 1]]), PotentialError, "semi-definite"),
         (lambda: Potential(builtin("mse", L=2), "tied", C=np.eye(3)), PotentialError, "shape"),
         (lambda: Potential(builtin("softmax-mse", L=2), "tied", method="exact"), UnsupportedLoss, "polynomial"),
-        (lambda: Potential(builtin("mse"), "tied").m_star(Q, Q, [0, 0], [1]), PotentialError, "only for the untied"),
+        (lambda: Potential(builtin("mse"), "tied").m_star(Q, Q, [0, 0], [1]), PotentialError, "only for a model with a mean"),
     ],
 )
 def test_bad_states_and_losses_raise_clearly(call, error, needle):

@@ -7,11 +7,12 @@ from momentgen.closures import solve_with_closure
 from momentgen.config import load_config, parse_config
 from momentgen.errors import ModelError
 from momentgen.hierarchy import Model
-from momentgen.initial import InitSpec, exact_moments
+from momentgen.initial import InitSpec, exact_moments, initial_representation
 from momentgen.oracles import marchenko_pastur_rule, riccati_tied_moments, solvable_tied_moments
 from momentgen.potential import Potential
-from momentgen.representation import gram_component, initial_representation, vector_moments
+from momentgen.representation import gram_component, vector_moments
 from momentgen.simulate import initial_factors, matrix_flow
+from momentgen.truncation import CoefficientSource
 from momentgen.words import enumerate_words, parse
 
 SOLVABLE = {  # MATH.md §6: Wishart student σ = 1 (ratio 1), teacher I, γ = 0, ℓ = (G1 − G2)²
@@ -181,8 +182,9 @@ def test_tied_h2_matrix_model_and_finite_d_flow_agree_with_it(h2_case):
     config, t, exact = h2_case
     model_closure = solve_with_closure(config, "matrix-model", size=300)
     assert sup_error(model_closure["series"], exact) < 4e-3
-    flow = matrix_flow(config.model, Potential(config.loss(), "tied"), initial_factors(config.model, config.inits(),
-                       300, seed=0), times=t, words=list(exact))  # fmt: skip
+    factors = initial_factors(config.model, config.inits(), 300, seed=0)
+    flow = matrix_flow(config.model, factors, CoefficientSource(config.model, Potential(config.loss(), "tied")),
+                       times=t, words=list(exact))  # fmt: skip
     assert sup_error(flow.series, exact) < 10 / 300
 
 
@@ -259,8 +261,7 @@ def test_quadrature_from_given_matrices_tracks_their_matrix_flow(h2_case):
     of those same matrices within its own accuracy (measured 1.6e-3; n = 5 is ≈ 2e-3 from exact
     solutions), while the closure from the d = ∞ law is off by the O(1/d) initial offset
     amplified by the escape (measured 0.075)."""
-    from momentgen.initial import empirical_moments
-    from momentgen.representation import matrix_moments
+    from momentgen.initial import empirical_moments, matrix_moments
 
     config, t, exact = h2_case
     factors = initial_factors(config.model, config.inits(), 80, seed=0)
@@ -268,7 +269,8 @@ def test_quadrature_from_given_matrices_tracks_their_matrix_flow(h2_case):
     words = all_words(config.model, 11)
     np.testing.assert_allclose(vector_moments(words, representation.letters),
                                empirical_moments(config.model, factors, words), rtol=1e-9, atol=1e-12)  # fmt: skip
-    flow = matrix_flow(config.model, Potential(config.loss(), "tied"), factors, times=t, words=list(exact))
+    flow = matrix_flow(config.model, factors, CoefficientSource(config.model, Potential(config.loss(), "tied")),
+                       times=t, words=list(exact))
     finite = solve_with_closure(config, "quadrature", degree=11, factors=factors)
     infinite = solve_with_closure(config, "quadrature", degree=11)
     assert sup_error(finite["series"], flow.series) < 4e-3

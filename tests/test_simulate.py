@@ -3,14 +3,15 @@
 import numpy as np
 import pytest
 
-from momentgen.flow import factor_velocities
 from momentgen.hierarchy import Model
-from momentgen.initial import InitSpec, sample_factors
+from momentgen.initial import InitSpec
+from momentgen.matrices import sample_factors
 from momentgen.losses import builtin
 from momentgen.matrices import letter_matrices, trace_moments
 from momentgen.oracles import solvable_tied_moments
 from momentgen.potential import Potential
-from momentgen.simulate import _SGD, matrix_flow, sgd, steps_for
+from momentgen.simulate import SGDRun, matrix_flow, sgd, steps_for
+from momentgen.truncation import CoefficientSource
 
 LINEAR = builtin("mse", L=1, K=2, activation="h1")
 INITS = {"tied": {1: InitSpec(), 2: InitSpec(kind="identity", c=1.0)},
@@ -37,7 +38,7 @@ def test_expected_sgd_step_is_the_matrix_flow(kind):
     d, lr = 12, 1e-3
     model = Model(kind, 2, [1])
     factors = sample_factors(model, INITS[kind], d, seed=4)
-    run = _SGD(model, LINEAR, None, factors, lr, 400_000, 0.0, np.random.default_rng(0))
+    run = SGDRun(model, LINEAR, None, factors, lr, 400_000, 0.0, np.random.default_rng(0))
     run.step()
     step = (run.factors[0] - factors[0]) / lr
     mu_words = [(0, 0), (0, 1), (1, 1)] if kind == "tied" else [(0, 1), (0, 3), (2, 3), (0, 0), (0, 2), (2, 2)]
@@ -50,8 +51,8 @@ def test_expected_sgd_step_is_the_matrix_flow(kind):
         Omega = np.array([[mu[0], mu[1]], [mu[1], mu[2]]])
         Psi = np.array([[mu[3], mu[4]], [mu[4], mu[5]]])
         value = potential.evaluate(Omega=Omega, Psi=Psi)
-    coefficients = {**value.coefficients(kind, [1]), "gamma": 0.0}
-    velocity = factor_velocities(model, factors, coefficients)[0] * (4 / d if kind == "tied" else 1 / d)
+    coefficients = {**model.family.potential_families(value), "gamma": 0.0}
+    velocity = model.family.factor_velocities(model, factors, coefficients)[0] * (4 / d if kind == "tied" else 1 / d)
     assert np.linalg.norm(step - velocity) <= 0.05 * np.linalg.norm(velocity)
 
 
@@ -64,7 +65,7 @@ def test_tied_sgd_follows_the_matrix_flow_which_follows_the_closed_form():
     model = Model("tied", 2, [1])
     times, words = np.linspace(0, 0.5, 11), ["S1 S1", "S1 S2", "S1"]
     factors = sample_factors(model, INITS["tied"], d, seed=1)
-    flow = matrix_flow(model, Potential(LINEAR, "tied"), factors, times=times, words=words)
+    flow = matrix_flow(model, factors, CoefficientSource(model, Potential(LINEAR, "tied")), times=times, words=words)
     run = sgd(model, LINEAR, INITS["tied"], d=d, lr=0.016, batch=256, times=times, words=words, seed=0,
               factors=factors, progress=False)  # fmt: skip
     exact = solvable_tied_moments(times, 1.0, 1.0, 1.0)
@@ -77,7 +78,8 @@ def test_direct_sgd_follows_the_matrix_flow():
     d, times, words = 60, np.linspace(0, 0.3, 7), ["S1 S1^T", "S1 S2", "S1 S2^T"]
     model = Model("direct", 2, [1])
     factors = sample_factors(model, INITS["direct"], d, seed=2)
-    flow = matrix_flow(model, Potential(LINEAR, "direct"), factors, times=times, words=words)
+    flow = matrix_flow(model, factors, CoefficientSource(model, Potential(LINEAR, "direct")), times=times,
+                       words=words)
     run = sgd(model, LINEAR, INITS["direct"], d=d, lr=0.005, batch=256, times=times, words=words, seed=3,
               factors=factors, progress=False)  # fmt: skip
     assert max(np.abs(run.series[w] - flow.series[w]).max() for w in words) < 0.03

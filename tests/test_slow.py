@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 from momentgen.hierarchy import Model
-from momentgen.initial import InitSpec, sample_factors
+from momentgen.initial import InitSpec
+from momentgen.matrices import sample_factors
+from momentgen.truncation import CoefficientSource
 from momentgen.losses import builtin
 from momentgen.oracles import solvable_tied_moments
 from momentgen.potential import Potential
@@ -28,7 +30,8 @@ def test_sgd_bias_is_proportional_to_eta_d_over_b():
         diffs = []
         for seed in range(4):
             factors = sample_factors(MODEL, INITS, d, seed=100 + seed)
-            flow = matrix_flow(MODEL, Potential(LINEAR, "tied"), factors, times=TIMES, words=["S1 S1"])
+            flow = matrix_flow(MODEL, factors, CoefficientSource(MODEL, Potential(LINEAR, "tied")), times=TIMES,
+                               words=["S1 S1"])
             run = sgd(MODEL, LINEAR, INITS, d=d, lr=lr, batch=batch, times=TIMES, words=["S1 S1"], seed=seed,
                       factors=factors, progress=False)  # fmt: skip
             diffs.append(run.series["S1 S1"][1:] - flow.series["S1 S1"][1:])
@@ -46,7 +49,8 @@ def test_matrix_flow_approaches_the_closed_form_like_one_over_d():
         values = []
         for seed in range(3):
             factors = sample_factors(MODEL, INITS, d, seed=seed)
-            flow = matrix_flow(MODEL, Potential(LINEAR, "tied"), factors, times=TIMES, words=["S1 S1", "S1 S2"])
+            flow = matrix_flow(MODEL, factors, CoefficientSource(MODEL, Potential(LINEAR, "tied")), times=TIMES,
+                               words=["S1 S1", "S1 S2"])
             exact = solvable_tied_moments(TIMES, 1.0, 1.0, 1.0)
             values.append(max(np.abs(flow.series[w] - exact[w]).max() for w in ("S1 S1", "S1 S2")))
         errors[d] = float(np.mean(values))

@@ -7,10 +7,11 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from momentgen.config import parse_config
-from momentgen.flow import factor_velocities
 from momentgen.hierarchy import Model, build
-from momentgen.initial import InitSpec, empirical_moments, sample_factors
-from momentgen.integrate import solve, solve_config
+from momentgen.closures import solve_with_closure
+from momentgen.initial import InitSpec, empirical_moments
+from momentgen.matrices import sample_factors
+from momentgen.integrate import solve
 from momentgen.losses import builtin
 from momentgen.matrices import letter_matrices, trace_moments
 from momentgen.oracles import solvable_tied_moments
@@ -64,7 +65,7 @@ def test_blowup_is_detected_and_reported():
     """γ = 0, horizon 1 ≫ T*: every degree stops with status 'blowup', no NaN/inf, and the
     validity horizon (M vs M − 2) lies inside the convergence window T* ≈ 0.074."""
     config = config_with(model__gamma=0.0, integrate__T=1.0, integrate__points=101)
-    out = solve_config(config)
+    out = solve_with_closure(config, "zero")
     assert out["status"] == "blowup" and "blowup at t =" in out["message"]
     assert all(np.isfinite(v).all() for v in out["series"].values())
     assert out["t"][-1] < 1.0
@@ -86,8 +87,7 @@ def untied_config(gamma=0.0, mean=1.5, activation="h2"):
 def test_untied_fast_phase_converges_to_m_star():
     truncation, y0 = from_config(untied_config())
     times, means = truncation.fast_phase(y0, T=30.0)
-    L = truncation._layout
-    expected = truncation.potential.m_star(y0[L["q1"]], y0[L["q2"]], [1.0, 1.5], [1])
+    expected = truncation.potential.m_star(*truncation.order_parameters(y0), [1.0, 1.5], [1])
     assert abs(means[-1, 0] - expected[0]) < 1e-6 and means[-1, 1] == 1.5
     assert means[0, 0] == pytest.approx(0.05, abs=1e-15) and expected[0] > 1.0  # it moved from the seed to the stable branch
 
@@ -122,9 +122,9 @@ def test_direct_system_matches_the_matrix_flow_at_finite_d():
     def matrix_velocity(t, x):
         S = [x.reshape(d, d), factors[1]]
         mu = trace_moments(program.word_codes, letter_matrices("direct", S))
-        coefficients = potential.evaluate(**truncation.state(mu)).coefficients("direct", [1])
-        coefficients["gamma"] = gamma
-        return factor_velocities(model, S, coefficients)[0].ravel()
+        Q1, Q2, m = truncation.state(mu)
+        coefficients = {**model.family.potential_families(potential.at(Q1, Q2, m)), "gamma": gamma}
+        return model.family.factor_velocities(model, S, coefficients)[0].ravel()
 
     flow = solve_ivp(matrix_velocity, (0, T), factors[0].ravel(), method="DOP853", rtol=1e-12, atol=1e-14)
     final = trace_moments(program.word_codes, letter_matrices("direct", [flow.y[:, -1].reshape(d, d), factors[1]]))

@@ -11,13 +11,15 @@ import numpy as np
 import pytest
 
 from momentgen.cli import main
-from momentgen.closures import solve_with_closure
+from momentgen.closures import CLOSURES, solve_with_closure
 from momentgen.config import ConfigError, load_config, parse_config
 from momentgen.hierarchy import Model, build
-from momentgen.initial import InitSpec, sample_factors
+from momentgen.initial import InitSpec
+from momentgen.matrices import sample_factors
 from momentgen.losses import builtin
 from momentgen.oracles import riccati_tied_moments, solvable_tied_moments
 from momentgen.potential import Potential, _difference, _scale
+from momentgen.problem import Problem
 from momentgen.truncation import from_config
 
 WORDS = ("S1", "S1 S1", "S1 S2")
@@ -59,8 +61,8 @@ def test_rank_deficient_representation_has_an_exact_kernel():
     """The rank split gives the student letter an exact kernel whose weight in the state vector is
     the atom's mass 1 − r (spectral measure of X at e₀), while every moment to degree 2n + 1 stays
     exact (against the planar-pairing moments, an independent computation)."""
-    from momentgen.initial import exact_moments
-    from momentgen.representation import initial_representation, vector_moments
+    from momentgen.initial import exact_moments, initial_representation
+    from momentgen.representation import vector_moments
     from momentgen.words import enumerate_words, parse
 
     model = Model("tied", 2, [1])
@@ -254,15 +256,14 @@ def test_a_run_that_travels_refines_its_rule_and_reports_it():
            "init": {"1": {"kind": "gaussian", "scale": 0.3}, "2": {"kind": "gaussian", "scale": 1.6}},
            "truncation": {"degree": 5, "observables": ["S1 S2"]}, "integrate": {"T": 3.0, "points": 16}}  # fmt: skip
     config = parse_config(raw)
-    start = config.potential()
+    start = Potential.from_config(config)
     start.evaluate(q=np.diag([2 * 0.3**4, 2 * 1.6**4]))
     out = solve_with_closure(config, "quadrature")
     report = out["potential"]
     assert report["met_rtol"] and report["accuracy"] <= 1e-6 and report["level"] > start.accuracy_report()["level"]
-    fixed = parse_config(raw)
     level = start.accuracy_report()["level"] + 10
-    object.__setattr__(fixed, "potential", lambda: Potential(fixed.loss(), "tied", level=level))
-    reference = solve_with_closure(fixed, "quadrature")
+    fixed = Problem.from_config(config, potential=Potential(config.loss(), "tied", level=level))
+    reference = CLOSURES["quadrature"].solve(fixed)
     assert reference["potential"]["note"].startswith("level fixed")
     assert sup_error(out, reference["series"]) < 2.5e-7
 
@@ -335,9 +336,10 @@ def test_sgd_flow_and_theory_start_from_the_configured_mean():
     (words even in M: q⁽¹⁾, q⁽²⁾, t^A, t^B) by O(1/d) only — measured against the same draw
     unshifted: 0.044 at d = 100, 0.011 at d = 400 (a factor 4); asserted < 0.13 and a factor > 3.
     Words odd in M carry μ(M) = m/√d: the mean itself, which the theory carries as m."""
-    from momentgen.matrices import letter_matrices, trace_moments, untied_means
+    from momentgen.matrices import letter_matrices, trace_moments
 
     model = Model("untied", 2, [1])
+    untied_means = model.family.means
     even = [w for w in build(model, 2, []).word_codes if sum(c % 4 in (0, 1) for c in w) % 2 == 0]
     shift = {}
     for d in (100, 400):

@@ -1,0 +1,74 @@
+"""Model kinds: one module per kind, one registry (`KINDS`), and `Model` (a kind with K indices).
+
+Adding a kind is one new module in this package implementing `ModelKind` (see `base`) and one
+line in `KINDS`; docs/ARCHITECTURE.md walks through it. Everything else in momentgen reaches the
+kind through ``model.family`` and never names it.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ModelError, WordError
+from .base import Batch, Family, ModelKind, Rule
+from .direct import DIRECT
+from .symmetric import SYMMETRIC
+from .tied import TIED
+from .untied import UNTIED
+
+__all__ = ["KINDS", "Model", "ModelKind", "Family", "Rule", "Batch", "get"]
+
+#: The registry: configuration ``kind`` → its `ModelKind`.
+KINDS = {kind.name: kind for kind in (TIED, UNTIED, DIRECT, SYMMETRIC)}
+
+
+def get(name):
+    """The `ModelKind` registered as ``name`` (a `WordError` naming the choices otherwise)."""
+    if name not in KINDS:
+        raise WordError(f"unknown model {name!r}: choose one of {', '.join(KINDS)}")
+    return KINDS[name]
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model to compile: its kind, number of indices ``K`` and trainable indices (1-based).
+
+    The trainable set defaults to every index. Coefficient values (Γ, a, β, A, B, γ) are
+    *not* part of the model: they are inputs of the compiled program. ``family`` is the kind's
+    `ModelKind`, ``alphabet`` its letters (`momentgen.words.Alphabet`).
+    """
+
+    kind: str
+    K: int
+    trainable: tuple = None
+    family: ModelKind = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "family", get(self.kind))
+        if isinstance(self.K, bool) or not isinstance(self.K, (int, np.integer)) or self.K < 1:
+            raise WordError(f"K must be a positive integer (number of indices), got {self.K!r}")
+        trainable = tuple(range(1, self.K + 1)) if self.trainable is None else self.trainable
+        if isinstance(trainable, (str, bytes)) or not hasattr(trainable, "__iter__"):
+            raise ModelError(f"trainable must be a list of 1-based indices, got {self.trainable!r}")
+        if any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) for k in trainable):
+            raise ModelError(f"trainable must be a list of integer indices (1-based), got {self.trainable!r}")
+        trainable = tuple(sorted({int(k) for k in trainable}))
+        bad = [k for k in trainable if not 1 <= k <= self.K]
+        if bad:
+            raise ModelError(f"trainable indices {bad} are out of range 1..{self.K} (indices are 1-based)")
+        object.__setattr__(self, "trainable", trainable)
+
+    @property
+    def alphabet(self):
+        from ..words import Alphabet  # noqa: PLC0415 - words imports this package for the letter tables
+
+        return Alphabet(self.kind, self.K)
+
+    @property
+    def time_scale(self):
+        return self.family.time_scale
+
+    def is_trainable_letter(self):
+        """Boolean array over letter codes: does the letter carry a trainable index?"""
+        n = len(self.family.letter_kinds)
+        return np.array([c // n + 1 in self.trainable for c in range(n * self.K)])

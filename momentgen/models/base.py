@@ -1,0 +1,270 @@
+"""The protocol every model kind implements: `ModelKind`.
+
+A *kind* (tied, untied, direct, symmetric, …) is one module in `momentgen.models` with one
+subclass of `ModelKind`; the registry (`momentgen.models.KINDS`) maps the configuration's
+``kind`` to its instance. Nothing outside `momentgen.models` names a kind: every module that
+needs kind-specific behaviour asks the kind through this protocol. What a kind declares:
+
+1. **letters** — `letter_kinds`, their `transposes`, the `time_scale` of its hierarchy (and
+   `steps_per_time`: SGD steps per unit of it);
+2. **the pre-activations** — `centred` (a mean variable m_k or not) and, through `order_words`,
+   which normalised traces are the order parameters ``(Q1, Q2)`` of the covariance
+   ``Cov(G_ijk, G_i'j'l) = C_ii'C_jj' Q1_kl + C_ij'C_ji' Q2_kl`` (MATH.md §2);
+3. **the coefficients** — `families`: named arrays over index pairs (or indices) with their
+   constant factor in the hierarchy, computed by `coefficient_arrays` from Φ's derivatives
+   (and, for the untied bias β, from moments);
+4. **the hierarchy** — `rules` (substitution of a trainable letter by a product of letters,
+   times a coefficient family entry), `weight_decay_factor`, `required_words`, and `closed`
+   when the hierarchy closes on degree ≤ 2 (then the zero closure is exact);
+5. **finite matrices** — the factor layout, `letter_matrices`, `factor_velocities` (the matrix
+   flow of MATH.md §3–§5), `sgd_step` (one online-SGD step, the reference side), sampling,
+   identity and file factors, and the d = ∞ laws of Gaussian factors (`letter_factors`,
+   `matrix_laws`) for exact initial moments;
+6. **quadrature states** — which letters drive the flow, and the factor form of compressed
+   letters (`factor_parts`).
+
+Conventions: indices k, l are 1-based in words and names, 0-based in arrays; a letter's code is
+``(k − 1)·len(letter_kinds) + position of its kind``. Times are on the kind's own axis
+(`time_scale`).
+"""
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+
+from ..errors import ModelError
+
+__all__ = ["ModelKind", "Family", "Rule", "Batch", "identity_or_none", "psd_root", "token_pairs", "token_mix"]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A coefficient family: an array over (k, l) index pairs (``pairs=True``) or over k.
+
+    ``factor`` is the constant that multiplies every entry in the hierarchy (e.g. −1 for Γ);
+    ``meaning`` says what it is, for summaries and LaTeX.
+    """
+
+    name: str
+    factor: float
+    meaning: str
+    pairs: bool = True
+    latex: str = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Substitution of letter ``letter`` by the product ``replacement`` (letter codes), times the
+    entry ``(k, l)`` of coefficient family ``family`` (``l`` None for a family over k)."""
+
+    letter: int
+    family: str
+    k: int
+    l: int
+    replacement: tuple
+
+
+@dataclass
+class Batch:
+    """One SGD minibatch: tokens ``X`` of shape (B, L, d), the loss gradient ``gradient(G)`` (G of
+    shape (B, L, L, K) → ∂ℓ/∂G of the same shape) and the token covariance ``C`` (L, L)."""
+
+    X: np.ndarray
+    gradient: callable
+    C: np.ndarray
+
+    @property
+    def flat(self):
+        """The tokens as rows, (B·L, d): every product of a step is one GEMM or a small einsum."""
+        return self.X.reshape(-1, self.X.shape[-1])
+
+    def rows(self, A):
+        """(B·L, w) → (B, L, w)."""
+        return A.reshape(self.X.shape[0], self.X.shape[1], -1)
+
+
+def token_pairs(A, B):
+    """G-shaped (B, L, L) inner products of token rows: ``out[b, i, j] = A[b, i] · B[b, j]``."""
+    return np.einsum("bik,bjk->bij", A, B)
+
+
+def token_mix(g, A):
+    """Σ_j g_ij A_j for each sample: (B, L, L) × (B, L, w) → (B·L, w)."""
+    return np.einsum("bij,bjk->bik", g, A).reshape(-1, A.shape[-1])
+
+
+def identity_or_none(spec):
+    """True for an ``identity`` init (a scalar letter c I)."""
+    return spec.kind == "identity"
+
+
+class ModelKind:
+    """Base class of a model kind; see the module docstring for the contract."""
+
+    name = None
+    letter_kinds = ()
+    transposes = ()
+    time_scale = None
+    time_symbol = None
+    centred = True
+    closed = False
+    fast_phase = False
+    families = ()
+    positive_letters = False  # letters are PSD (an identity init needs c ≥ 0)
+    state_names = {}  # the potential's keyword names of the order parameters → their roles ("Q1", "Q2", "m")
+    weight_decay_factor = None
+    file_arrays = ()  # the arrays an .npz holds for one index: alternatives (tuples of names), preferred first
+
+    # ---- letters -------------------------------------------------------------------------------
+    def code(self, letter_kind, k):
+        """Code of the letter of kind ``letter_kind`` and 1-based index ``k``."""
+        return (k - 1) * len(self.letter_kinds) + self.letter_kinds.index(letter_kind)
+
+    def letter_codes(self, k):
+        """Codes of index k's letters, in letter-kind order."""
+        n = len(self.letter_kinds)
+        return list(range((k - 1) * n, k * n))
+
+    def transpose_table(self, K):
+        """``table[c]``: code of the transpose of letter ``c``, for K indices (int array)."""
+        n = len(self.letter_kinds)
+        return np.array([(c // n) * n + self.transposes[c % n] for c in range(n * K)], dtype=np.int64)
+
+    def steps_per_time(self, d, lr):
+        """SGD steps per unit of the hierarchy's time axis at dimension d and learning rate η."""
+        raise NotImplementedError
+
+    # ---- order parameters and coefficients ------------------------------------------------------
+    def order_words(self, k, l):
+        """The words whose normalised traces are ``(Q1_kl, Q2_kl)`` (text, 1-based indices)."""
+        raise NotImplementedError
+
+    def family(self, name):
+        for family in self.families:
+            if family.name == name:
+                return family
+        raise ModelError(f"the {self.name} model has no coefficient family {name!r}")
+
+    def potential_families(self, value):
+        """{family name: array} of the coefficients Φ alone determines, from the
+        `momentgen.potential.PotentialValue` ``value`` (arrays dQ1 = ∂Φ/∂Q1, dQ2 = ∂Φ/∂Q2 (K, K))."""
+        raise NotImplementedError
+
+    def coefficient_arrays(self, value, moments, model, trace_conserving=False, gamma=0.0):
+        """{family name: array} of every coefficient at one state; ``moments(text)`` gives a required
+        word's value (the untied bias reads some). ``trace_conserving``: the finite-d variant (β′)."""
+        return self.potential_families(value)
+
+    def sensitivity(self, model, dQ, value, moments, column):
+        """{family: array of the family's shape + (n_columns,)}: ∂(family entries)/∂y over the Jacobian's
+        columns, given ``dQ[r, k, l, j] = ∂(∂Φ/∂Q(r+1)_kl)/∂y_j`` (already through m*(q)). Default: the
+        Φ-only families are linear in (∂Φ/∂Q1, ∂Φ/∂Q2), so they map dQ as they map the values."""
+        return self.potential_families(SimpleNamespace(dQ1=dQ[0], dQ2=dQ[1]))
+
+    def slaving_rates(self, moments, model):
+        """Kinds with a mean: the rates D_k (array over every k) of the fast phase dm_k/dt = −D_k ∂Φ/∂m_k."""
+        raise ModelError(f"the {self.name} model has no mean to slave")
+
+    # ---- the hierarchy ----------------------------------------------------------------------------
+    def rules(self, model):
+        """The substitution `Rule` s of the trainable letters (MATH.md §3–§5)."""
+        raise NotImplementedError
+
+    def required_words(self, model):
+        """[(word text, reason)]: the words the coefficients and the feasibility checks read."""
+        raise NotImplementedError
+
+    def derived(self, series, K):
+        """{name: array} of derived observables (overlaps) from ``series(text)``; K ≥ 2 only."""
+        return {}
+
+    # ---- finite matrices ------------------------------------------------------------------------
+    def letter_matrices(self, factors):
+        """The letter matrices (letter-code order) of factors in this kind's layout."""
+        raise NotImplementedError
+
+    def factor_velocities(self, model, factors, coefficients):
+        """d/dt of each factor under the matrix flow; fixed indices 0. ``coefficients`` maps family
+        names to arrays (see `coefficient_arrays`) plus ``"gamma"``."""
+        raise NotImplementedError
+
+    def sgd_step(self, model, factors, batch, lr, gamma):
+        """One online-SGD step (MATH.md §1) from ``batch`` (a `Batch`: tokens, loss gradient, C);
+        returns the new factors, or None when the step met a non-finite number."""
+        raise NotImplementedError
+
+    def means(self, factors):
+        """Untied pre-activation means Tr(M_k)/√d of finite factors (array), or None."""
+        return None
+
+    def dimension(self, factor):
+        """d of one index's factor."""
+        return factor.shape[0]
+
+    def sample_factor(self, spec, d, rng):
+        """One index's Gaussian factor at dimension d (the draws' order is part of the seed's meaning)."""
+        raise NotImplementedError
+
+    def identity_factor(self, c, d):
+        """One index's factor of the letter c·I."""
+        raise NotImplementedError
+
+    def file_factor(self, arrays, path):
+        """One index's factor from the arrays of an .npz (already size- and value-checked)."""
+        raise NotImplementedError
+
+    def law_factor(self, spec, n, rng, gaussian):
+        """One index's n-dimensional factor following the d = ∞ law (`gaussian(scale, width)` draws
+        a factor with spectrum at the free Poisson quantiles and Haar rotations)."""
+        raise NotImplementedError
+
+    # ---- d = ∞ laws of Gaussian factors (exact initial moments, MATH.md §2) ---------------------------
+    def letter_factors(self, k, spec):
+        """{letter kind: (scalar, factors)}: each letter of index k as a scalar times a product of
+        Gaussian factors ``((name, k), transposed)``; an identity letter is a scalar."""
+        if identity_or_none(spec):
+            return {kind: (spec.c, ()) for kind in self.letter_kinds}
+        return self._gaussian_letter_factors(k)
+
+    def _gaussian_letter_factors(self, k):
+        raise NotImplementedError
+
+    def matrix_laws(self, k, spec):
+        """{(name, k): (variance·d, width ratio of its inner index, symmetric)} of index k's Gaussian factors."""
+        raise NotImplementedError
+
+    # ---- quadrature states --------------------------------------------------------------------
+    def driving_letters(self, model):
+        """Codes of the letters that enter the velocities (the rest ride along as passengers)."""
+        return [c for k in range(1, model.K + 1) for c in self.letter_codes(k)]
+
+    def representation_component(self, k, spec, n, exact_oracle, generators, tol):
+        """A graded `momentgen.representation.Component` of index k's letters at d = ∞ from a
+        Gaussian ``spec`` (identity letters are scalars, handled by the caller);
+        ``exact_oracle(words)`` gives the index's own exact moments, ``generators`` the letter codes
+        that span the space (the others ride along as passengers)."""
+        raise ModelError(f"the {self.name} model has no quadrature representation")
+
+    def kernel_projectors(self, factors):
+        """{letter code: projector onto its kernel} of finite factors' letters of deficient rank whose
+        kernel the flow keeps (the rank split of `momentgen.representation.gram_component`)."""
+        return {}
+
+    def spectral_edges(self, factors):
+        """{letter code: smallest non-zero eigenvalue} of finite factors' positive letters (Radau nodes)."""
+        return {}
+
+    def factor_parts(self, letters, tol):
+        """Factors (this kind's layout) of compressed letter matrices, so the flow moves factors."""
+        raise ModelError(f"the {self.name} model's hierarchy is closed: it needs no quadrature representation")
+
+    def __repr__(self):
+        return f"<model kind {self.name!r}>"
+
+
+def psd_root(X, tol=1e-12):
+    """``F`` (n × rank) with ``F Fᵀ = X`` for a symmetric PSD ``X``; eigenvalues below tol·max dropped."""
+    w, V = np.linalg.eigh(0.5 * (X + X.T))
+    keep = w > tol * max(w.max(initial=0.0), 1e-300)
+    return V[:, keep] * np.sqrt(w[keep])

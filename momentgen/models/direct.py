@@ -1,0 +1,115 @@
+"""Direct optimisation of ``S_k`` (any d × d matrix): MATH.md §1, §5 (Theorem 4).
+
+Letters ``S_k, S_kᵀ``; pre-activations ``G_ijk = (x_iᵀ S_k x_j − C_ij Tr S_k)/√d`` (centred) with
+``Q1 = Ω = μ(S_k S_lᵀ)``, ``Q2 = Ψ = μ(S_k S_l)``. Time ``τ = nη/d``; the flow
+``dS_k/dτ = −2 Σ_l (A_kl S_l + B_kl S_lᵀ) − γ S_k`` (A = ∂Φ/∂Ω, B = ∂Φ/∂Ψ) substitutes a letter by
+one letter, so the hierarchy closes on (t, Ψ, Ω): the zero closure is exact.
+"""
+
+import numpy as np
+
+from .base import Family, ModelKind, Rule, token_mix, token_pairs
+
+__all__ = ["DIRECT", "Direct"]
+
+
+class Direct(ModelKind):
+    name = "direct"
+    letter_kinds = ("S", "S^T")
+    transposes = (1, 0)
+    time_scale = "tau = n eta / d"
+    time_symbol = "tau"
+    centred = True
+    closed = True
+    families = (Family("A", -2.0, "dPhi/dOmega", latex="A"), Family("B", -2.0, "dPhi/dPsi", latex="B"))
+    weight_decay_factor = -1.0
+    file_arrays = (("S",),)
+
+    positive_letters = False
+    state_names = {"Omega": ("Q1",), "Psi": ("Q2",)}
+
+    def steps_per_time(self, d, lr):
+        return d / lr
+
+    def order_words(self, k, l):
+        return f"S{k} S{l}^T", f"S{k} S{l}"
+
+    def potential_families(self, value):
+        return {"A": value.dQ1, "B": value.dQ2}
+
+    def rules(self, model):
+        """dS_k/dτ = −2 Σ_l (A_kl S_l + B_kl S_lᵀ): S_k ↦ S_l (A), S_lᵀ (B); S_kᵀ ↦ S_lᵀ (A), S_l (B)."""
+        out = []
+        for k in model.trainable:
+            S, ST = self.code("S", k), self.code("S^T", k)
+            for l in range(1, model.K + 1):
+                Sl, SlT = self.code("S", l), self.code("S^T", l)
+                out += [Rule(S, "A", k, l, (Sl,)), Rule(S, "B", k, l, (SlT,)), Rule(ST, "A", k, l, (SlT,)),
+                        Rule(ST, "B", k, l, (Sl,))]  # fmt: skip
+        return out
+
+    def required_words(self, model):
+        K = model.K
+        pairs = [(k, l) for k in range(1, K + 1) for l in range(k, K + 1)]
+        return (
+            [(f"S{k}", f"t_{k} (mean trace)") for k in range(1, K + 1)]
+            + [(f"S{k} S{l}", f"Psi_{k}{l} (Phi depends on it)") for k, l in pairs]
+            + [(f"S{k} S{l}^T", f"Omega_{k}{l} (Phi depends on it)") for k in range(1, K + 1) for l in range(1, K + 1)]
+        )
+
+    def derived(self, series, K):
+        t = series("S1") * series("S2")
+        return {"p12": series("S1 S2") - t, "p12_Omega": series("S1 S2^T") - t}
+
+    # ---- finite matrices ---------------------------------------------------------------------------
+    def letter_matrices(self, factors):
+        return [m for S in factors for m in (S, S.T)]
+
+    def factor_velocities(self, model, factors, coefficients):
+        A, B, gamma = coefficients["A"], coefficients["B"], coefficients["gamma"]
+        return [
+            -2 * sum(A[k - 1, l] * factors[l] + B[k - 1, l] * factors[l].T for l in range(model.K)) - gamma * S
+            if k in model.trainable else np.zeros_like(S)
+            for k, S in enumerate(factors, start=1)
+        ]  # fmt: skip
+
+    def sgd_step(self, model, factors, batch, lr, gamma):
+        """G_ij = x_iᵀ S x_j: ∇_S ℓ = Xᵀ(g X)/√d − ⟨g, C⟩ I/√d."""
+        flat, d, B = batch.flat, factors[0].shape[0], batch.X.shape[0]
+        root_d, decay = np.sqrt(d), 1 - lr * gamma / d
+        SX = [batch.rows(flat @ S.T) for S in factors]  # row b, i: (S x_bi)ᵀ
+        traces = [np.trace(S) for S in factors]
+        G = np.stack([(token_pairs(batch.X, sx) - batch.C * t) / root_d for sx, t in zip(SX, traces)], axis=-1)
+        g = batch.gradient(G)
+        if not np.all(np.isfinite(g)):
+            return None
+        out = list(factors)
+        for k in model.trainable:
+            gk = g[..., k - 1]
+            grad = flat.T @ token_mix(gk, batch.X) / (root_d * B)
+            grad -= np.einsum("bij,ij->", gk, batch.C) / (root_d * B) * np.eye(d)
+            out[k - 1] = decay * factors[k - 1] - lr * grad
+        return out
+
+    def sample_factor(self, spec, d, rng):
+        return rng.standard_normal((d, d)) * spec.scale / np.sqrt(d)
+
+    def identity_factor(self, c, d):
+        return c * np.eye(d)
+
+    def file_factor(self, arrays, path):
+        return arrays["S"]
+
+    def law_factor(self, spec, n, rng, gaussian):
+        return gaussian(spec.scale, n)
+
+    # ---- d = ∞ laws ---------------------------------------------------------------------------------
+    def _gaussian_letter_factors(self, k):
+        S = ("S", k)
+        return {"S": (1.0, ((S, False),)), "S^T": (1.0, ((S, True),))}
+
+    def matrix_laws(self, k, spec):
+        return {("S", k): (spec.scale**2, 1.0, False)}
+
+
+DIRECT = Direct()

@@ -1,0 +1,134 @@
+"""Direct optimisation of a *symmetric* ``S_k`` — the fourth kind, added through the kind protocol alone.
+
+Parameters: ``S_k = S_kᵀ ∈ R^{d×d}``, updated by online SGD with the symmetrised gradient
+``S ← S − η sym(∇_S ℓ) − (ηγ/d) S``. Letters ``S_k`` (self-transposed); pre-activations
+``G_ijk = (x_iᵀ S_k x_j − C_ij Tr S_k)/√d`` (centred). Because ``S_kᵀ = S_k``, the direct model's
+two order parameters coincide, ``Ω = Ψ = q`` with ``q_kl = μ(S_k S_l)``, so
+``Cov(G_ijk, G_i'j'l) = (C_ii'C_jj' + C_ij'C_ji') q_kl`` (as tied) and the flow of MATH.md §5
+becomes, with ``Γ = ∂Φ/∂Ω + ∂Φ/∂Ψ = ∂Φ/∂Q1 + ∂Φ/∂Q2``,
+
+    dS_k/dτ = −2 Σ_l Γ_kl S_l − γ S_k,      τ = nη/d.
+
+Derivation (L = 1 for brevity; Stein's identity E[f(x)(xxᵀ − I)] = E[∇²f]): with
+``∇_S G = (xxᵀ − I)/√d``, ``E[∇_S ℓ] = E[ℓ''(G)] (S + Sᵀ)/d + O(d^{-3/2})`` and Price's theorem
+``∂Φ/∂Ω = ∂Φ/∂Ψ = ½ E[ℓ'']``, so ``d·E[∇_S ℓ] = 2(A S + B Sᵀ) = 2ΓS``; symmetrising the
+per-sample gradient leaves this mean unchanged. A letter is substituted by one letter, so the
+hierarchy closes on degree ≤ 2 (Theorem 4 with Ω = Ψ):
+
+    dt_k/dτ  = −[k] (2 Σ_m Γ_km t_m + γ t_k)
+    dq_kl/dτ = −2[k] (Γq)_kl − 2[l] (Γq)_lk − γ([k] + [l]) q_kl
+
+The Gaussian initialisation is the GOE scaled so that off-diagonal entries are N(0, σ²/d): its
+d = ∞ law is the semicircle of radius 2σ (μ(S²) = σ²), independent indices are free.
+"""
+
+import numpy as np
+
+from ..errors import ModelError
+from .base import Family, ModelKind, Rule, token_mix, token_pairs
+
+__all__ = ["SYMMETRIC", "Symmetric", "semicircle_quantiles"]
+
+
+class Symmetric(ModelKind):
+    name = "symmetric"
+    letter_kinds = ("S",)
+    transposes = (0,)
+    time_scale = "tau = n eta / d"
+    time_symbol = "tau"
+    centred = True
+    closed = True
+    families = (Family("Gamma", -2.0, "dPhi/dq", latex=r"\Gamma"),)
+    weight_decay_factor = -1.0
+    file_arrays = (("S",),)
+
+    positive_letters = False
+    state_names = {"q": ("Q1", "Q2")}
+
+    def steps_per_time(self, d, lr):
+        return d / lr
+
+    def order_words(self, k, l):
+        return f"S{k} S{l}", f"S{k} S{l}"
+
+    def potential_families(self, value):
+        return {"Gamma": value.dQ1 + value.dQ2}
+
+    def rules(self, model):
+        """dS_k/dτ = −2 Σ_l Γ_kl S_l: S_k ↦ S_l."""
+        return [Rule(self.code("S", k), "Gamma", k, l, (self.code("S", l),))
+                for k in model.trainable for l in range(1, model.K + 1)]  # fmt: skip
+
+    def required_words(self, model):
+        pairs = [(k, l) for k in range(1, model.K + 1) for l in range(k, model.K + 1)]
+        return [(f"S{k}", f"t_{k} (mean trace)") for k in range(1, model.K + 1)] + [
+            (f"S{k} S{l}", f"q_{k}{l} (Phi and Gamma depend on it)") for k, l in pairs
+        ]
+
+    def derived(self, series, K):
+        return {"p12": series("S1 S2") - series("S1") * series("S2")}
+
+    # ---- finite matrices ---------------------------------------------------------------------------
+    def letter_matrices(self, factors):
+        return list(factors)
+
+    def factor_velocities(self, model, factors, coefficients):
+        Gamma, gamma = coefficients["Gamma"], coefficients["gamma"]
+        return [
+            -2 * sum(Gamma[k - 1, l] * factors[l] for l in range(model.K)) - gamma * S
+            if k in model.trainable else np.zeros_like(S)
+            for k, S in enumerate(factors, start=1)
+        ]  # fmt: skip
+
+    def sgd_step(self, model, factors, batch, lr, gamma):
+        """As the direct model, with the gradient symmetrised: sym(Xᵀ(g X))/√d − ⟨g, C⟩ I/√d."""
+        flat, d, B = batch.flat, factors[0].shape[0], batch.X.shape[0]
+        root_d, decay = np.sqrt(d), 1 - lr * gamma / d
+        SX = [batch.rows(flat @ S) for S in factors]
+        traces = [np.trace(S) for S in factors]
+        G = np.stack([(token_pairs(batch.X, sx) - batch.C * t) / root_d for sx, t in zip(SX, traces)], axis=-1)
+        g = batch.gradient(G)
+        if not np.all(np.isfinite(g)):
+            return None
+        out = list(factors)
+        for k in model.trainable:
+            gk = g[..., k - 1]
+            grad = flat.T @ token_mix(gk, batch.X) / (root_d * B)
+            grad = 0.5 * (grad + grad.T) - np.einsum("bij,ij->", gk, batch.C) / (root_d * B) * np.eye(d)
+            out[k - 1] = decay * factors[k - 1] - lr * grad
+        return out
+
+    def sample_factor(self, spec, d, rng):
+        Z = rng.standard_normal((d, d))
+        return (Z + Z.T) / np.sqrt(2) * spec.scale / np.sqrt(d)
+
+    def identity_factor(self, c, d):
+        return c * np.eye(d)
+
+    def file_factor(self, arrays, path):
+        S = arrays["S"]
+        if S.shape[0] != S.shape[1] or not np.allclose(S, S.T, atol=1e-12 * max(1.0, np.abs(S).max())):
+            raise ModelError(f"{path}: S must be a symmetric matrix for the symmetric model")
+        return 0.5 * (S + S.T)
+
+    def law_factor(self, spec, n, rng, gaussian):
+        Q, R = np.linalg.qr(rng.standard_normal((n, n)))
+        Q = Q * np.sign(np.diag(R))
+        return (Q * semicircle_quantiles(n, spec.scale)) @ Q.T
+
+    # ---- d = ∞ laws ---------------------------------------------------------------------------------
+    def _gaussian_letter_factors(self, k):
+        return {"S": (1.0, ((("S", k), False),))}
+
+    def matrix_laws(self, k, spec):
+        return {("S", k): (spec.scale**2, 1.0, True)}
+
+
+def semicircle_quantiles(n, scale):
+    """``n`` midpoint quantiles of the semicircle law of radius 2·scale (variance scale²)."""
+    x = np.linspace(-2.0, 2.0, 20001)
+    cumulative = 0.5 + (x * np.sqrt(4 - x**2) / 4 + np.arcsin(x / 2)) / np.pi
+    return scale * np.interp((np.arange(n) + 0.5) / n, cumulative, x)
+
+
+SYMMETRIC = Symmetric()

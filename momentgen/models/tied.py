@@ -1,0 +1,149 @@
+"""Tied attention: ``S_k = W_k W_kᵀ`` (MATH.md §1, §3).
+
+Letters ``S_k`` (symmetric, PSD); pre-activations ``G_ijk = (x_iᵀ S_k x_j − C_ij Tr S_k)/√d``
+(centred) with ``Q1 = Q2 = q``, ``q_kl = μ(S_k S_l)``. Time ``t = 4nη/d``. The matrix flow
+``dW_k/dt = −Σ_l Γ_kl S_l W_k − (γ/4) W_k`` gives ``dS_k/dt = −Σ_l Γ_kl (S_l S_k + S_k S_l) −
+(γ/2) S_k``, whose trace image is the hierarchy (11) with ``Γ = ∂Φ/∂Q1 + ∂Φ/∂Q2``.
+"""
+
+import numpy as np
+
+from ..errors import ModelError
+from ..representation import free_poisson_component
+from .base import Family, ModelKind, Rule, psd_root, token_mix, token_pairs
+
+__all__ = ["TIED", "Tied"]
+
+RANK_TOL = 1e-12  # an eigenvalue of S = W Wᵀ below this fraction of the largest counts as 0
+
+
+class Tied(ModelKind):
+    name = "tied"
+    letter_kinds = ("S",)
+    transposes = (0,)
+    time_scale = "t = 4 n eta / d"
+    time_symbol = "t"
+    centred = True
+    families = (Family("Gamma", -1.0, "dPhi/dq", latex=r"\Gamma"),)
+    weight_decay_factor = -0.5
+    file_arrays = (("W",), ("S",))
+
+    positive_letters = True
+    state_names = {"q": ("Q1", "Q2")}
+
+    def steps_per_time(self, d, lr):
+        return d / (4 * lr)
+
+    def order_words(self, k, l):
+        return f"S{k} S{l}", f"S{k} S{l}"
+
+    def potential_families(self, value):
+        return {"Gamma": value.dQ1 + value.dQ2}
+
+    def rules(self, model):
+        """dS_k/dt = −Σ_l Γ_kl (S_l S_k + S_k S_l): S_k ↦ S_l S_k and S_k ↦ S_k S_l."""
+        out = []
+        for k in model.trainable:
+            Sk = self.code("S", k)
+            for l in range(1, model.K + 1):
+                Sl = self.code("S", l)
+                out += [Rule(Sk, "Gamma", k, l, (Sl, Sk)), Rule(Sk, "Gamma", k, l, (Sk, Sl))]
+        return out
+
+    def required_words(self, model):
+        pairs = [(k, l) for k in range(1, model.K + 1) for l in range(k, model.K + 1)]
+        return [(f"S{k}", f"t_{k} (mean trace)") for k in range(1, model.K + 1)] + [
+            (f"S{k} S{l}", f"q_{k}{l} (Phi and Gamma depend on it)") for k, l in pairs
+        ]
+
+    def derived(self, series, K):
+        return {"p12": series("S1 S2") - series("S1") * series("S2")}
+
+    # ---- finite matrices ---------------------------------------------------------------------------
+    def letter_matrices(self, factors):
+        return [W @ W.T for W in factors]
+
+    def factor_velocities(self, model, factors, coefficients):
+        Gamma, gamma = coefficients["Gamma"], coefficients["gamma"]
+        S = [W @ W.T for W in factors]
+        return [
+            -sum(Gamma[k - 1, l] * S[l] for l in range(model.K)) @ W - gamma / 4 * W
+            if k in model.trainable else np.zeros_like(W)
+            for k, W in enumerate(factors, start=1)
+        ]  # fmt: skip
+
+    def sgd_step(self, model, factors, batch, lr, gamma):
+        """∇_W ℓ = (2/√d) Xᵀ(sym(g) P) − (2/√d) ⟨g, C⟩ W with P = X W (BLAS-shaped, no loop over samples)."""
+        flat, d, B = batch.flat, factors[0].shape[0], batch.X.shape[0]
+        root_d, decay = np.sqrt(d), 1 - lr * gamma / d
+        P = [batch.rows(flat @ W) for W in factors]  # P_bi = Wᵀ x_bi
+        traces = [np.sum(W * W) for W in factors]
+        G = np.stack([(token_pairs(p, p) - batch.C * t) / root_d for p, t in zip(P, traces)], axis=-1)
+        g = batch.gradient(G)
+        if not np.all(np.isfinite(g)):
+            return None
+        out = list(factors)
+        for k in model.trainable:
+            gk = g[..., k - 1]
+            grad = flat.T @ token_mix(gk + gk.transpose(0, 2, 1), P[k - 1]) / (root_d * B)
+            grad -= 2 * np.einsum("bij,ij->", gk, batch.C) / (root_d * B) * factors[k - 1]
+            out[k - 1] = decay * factors[k - 1] - lr * grad
+        return out
+
+    def sample_factor(self, spec, d, rng):
+        width = max(1, int(round(spec.width_ratio * d)))
+        return rng.standard_normal((d, width)) * spec.scale / np.sqrt(d)
+
+    def identity_factor(self, c, d):
+        return np.sqrt(c) * np.eye(d)
+
+    def file_factor(self, arrays, path):
+        if "W" in arrays:
+            return arrays["W"]
+        S = arrays["S"]
+        w, V = np.linalg.eigh(0.5 * (S + S.T))
+        if w.min() < -1e-10 * max(1.0, abs(w).max()):
+            raise ModelError(f"{path}: S must be positive semi-definite for the tied model (eigenvalue {w.min():.3g})")
+        return V * np.sqrt(np.clip(w, 0, None))
+
+    def law_factor(self, spec, n, rng, gaussian):
+        return gaussian(spec.scale, max(1, int(round(spec.width_ratio * n))))
+
+    # ---- d = ∞ laws ---------------------------------------------------------------------------------
+    def _gaussian_letter_factors(self, k):
+        W = ("W", k)
+        return {"S": (1.0, ((W, False), (W, True)))}
+
+    def matrix_laws(self, k, spec):
+        return {("W", k): (spec.scale**2, spec.width_ratio, False)}
+
+    # ---- quadrature states --------------------------------------------------------------------
+    def representation_component(self, k, spec, n, exact_oracle, generators, tol):
+        """The free Poisson letter by its Jacobi matrix, its kernel split off when rate < 1."""
+        return free_poisson_component(self.code("S", k), n, spec.width_ratio, spec.scale**2)
+
+    def kernel_projectors(self, factors):
+        """S_k = W_k W_kᵀ of rank < d: the congruence flow keeps the kernel (and its dimension) for ever."""
+        out = {}
+        for code, W in enumerate(factors):
+            left, singular, _ = np.linalg.svd(W, full_matrices=False)
+            eigenvalues = singular**2
+            rank = int(np.sum(eigenvalues > RANK_TOL * max(eigenvalues.max(initial=0.0), 1e-300)))
+            if rank < len(W):
+                basis = left[:, :rank]
+                out[code] = np.eye(len(W)) - basis @ basis.T
+        return out
+
+    def spectral_edges(self, factors):
+        out = {}
+        for code, W in enumerate(factors):
+            eigenvalues = np.linalg.svd(W, compute_uv=False) ** 2
+            alive = eigenvalues[eigenvalues > RANK_TOL * max(eigenvalues.max(initial=0.0), 1e-300)]
+            out[code] = float(alive.min()) if alive.size else 0.0
+        return out
+
+    def factor_parts(self, letters, tol):
+        return [psd_root(X, tol) for X in letters]
+
+
+TIED = Tied()

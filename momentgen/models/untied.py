@@ -1,0 +1,252 @@
+"""Untied attention: ``M_k = U_k V_kᵀ`` (MATH.md §1, §4).
+
+Letters ``M_k, M_kᵀ, A_k = U_k U_kᵀ, B_k = V_k V_kᵀ``; pre-activations ``G_ijk = x_iᵀ M_k x_j/√d``,
+*not* centred: mean ``C_ij m_k`` with ``m_k = Tr(M_k)/√d`` (an O(1) variable), covariance with
+``Q1 = q⁽¹⁾ = μ(M_k M_lᵀ)``, ``Q2 = q⁽²⁾ = μ(M_k M_l)``. Two time scales: the fast phase of the
+means on ``t = nη`` (moments frozen; it relaxes to the slaved mean m*(q)) and the slow phase
+on ``τ = nη/d`` with the substitution table of MATH.md §4 and the effective bias
+``β_k = −ψ_k/D_k`` that keeps μ(M_k) constant.
+"""
+
+import numpy as np
+
+from ..errors import InfeasibleState, ModelError
+from ..representation import gram_component
+from .base import Family, ModelKind, Rule, psd_root, token_mix, token_pairs
+
+__all__ = ["UNTIED", "Untied", "shift_to_mean"]
+
+
+class Untied(ModelKind):
+    name = "untied"
+    letter_kinds = ("M", "M^T", "A", "B")
+    transposes = (1, 0, 2, 3)
+    time_scale = "tau = n eta / d (slow phase; fast phase on t = n eta)"
+    time_symbol = "tau"
+    centred = False
+    fast_phase = True
+    families = (Family("beta", -1.0, "effective bias (slaving force)", pairs=False, latex=r"\beta"),
+                Family("a1", -2.0, "dPhi/dq1", latex=r"a^{(1)}"), Family("a2", -2.0, "dPhi/dq2", latex=r"a^{(2)}"))
+    weight_decay_factor = -2.0
+    file_arrays = (("U", "V"),)
+
+    positive_letters = True
+    state_names = {"m": ("m",), "q1": ("Q1",), "q2": ("Q2",)}
+
+    def steps_per_time(self, d, lr):
+        return d / lr
+
+    def order_words(self, k, l):
+        return f"M{k} M{l}^T", f"M{k} M{l}"
+
+    # ---- coefficients ---------------------------------------------------------------------------
+    def potential_families(self, value):
+        return {"a1": value.dQ1, "a2": value.dQ2}
+
+    def slaving_rates(self, moments, model):
+        """D_k = t^A_k + t^B_k for every k (β ∝ 1/D_k; the fast phase's rate)."""
+        return np.array([moments(f"A{k}") + moments(f"B{k}") for k in range(1, model.K + 1)])
+
+    def sensitivity(self, model, dQ, value, moments, column):
+        """a⁽ʳ⁾ map dQ; ∂β_k/∂y for β_k = −ψ_k/D_k through a⁽ʳ⁾ and the words ψ_k and D_k read."""
+        out = {"a1": dQ[0], "a2": dQ[1], "beta": np.zeros((model.K, dQ.shape[-1]))}
+        a = (value.dQ1, value.dQ2)
+        for k in model.trainable:
+            D = moments(f"A{k}") + moments(f"B{k}")
+            dpsi, psi = np.zeros(dQ.shape[-1]), 0.0
+            for l in range(1, model.K + 1):
+                for r, Ml in enumerate((f"M{l}", f"M{l}^T")):
+                    mb, am = f"{Ml} B{k}", f"A{k} {Ml}"
+                    words = moments(mb) + moments(am)
+                    psi += 2 * a[r][k - 1, l - 1] * words
+                    dpsi += 2 * dQ[r, k - 1, l - 1] * words
+                    dpsi[column(mb)] += 2 * a[r][k - 1, l - 1]
+                    dpsi[column(am)] += 2 * a[r][k - 1, l - 1]
+            dD = np.zeros(dQ.shape[-1])
+            dD[column(f"A{k}")] += 1
+            dD[column(f"B{k}")] += 1
+            out["beta"][k - 1] = -dpsi / D + psi / D**2 * dD
+        return out
+
+    def coefficient_arrays(self, value, moments, model, trace_conserving=False, gamma=0.0):
+        """a⁽¹⁾ = ∂Φ/∂Q1, a⁽²⁾ = ∂Φ/∂Q2, and β_k = −ψ_k/D_k with
+        ψ_k = 2 Σ_{l,r} a⁽ʳ⁾_kl [μ(M_l⁽ʳ⁾ B_k) + μ(A_k M_l⁽ʳ⁾)] — at finite d (``trace_conserving``) the
+        β′_k = −(ψ_k + 2γ μ(M_k))/D_k that keeps μ(M_k) constant with weight decay (MATH.md §4)."""
+        a = (value.dQ1, value.dQ2)
+        beta = np.zeros(model.K)
+        for k in model.trainable:
+            D = moments(f"A{k}") + moments(f"B{k}")
+            if not D > 1e-12:
+                raise InfeasibleState(f"D_{k} = t^A_{k} + t^B_{k} = {D:.3g} <= 0: the student has collapsed "
+                                      "(beta is singular); lower the weight decay")  # fmt: skip
+            psi = 2 * sum(a[r][k - 1, l - 1] * (moments(f"{Ml} B{k}") + moments(f"A{k} {Ml}"))
+                          for l in range(1, model.K + 1) for r, Ml in enumerate((f"M{l}", f"M{l}^T")))  # fmt: skip
+            if trace_conserving:
+                psi += 2 * gamma * moments(f"M{k}")
+            beta[k - 1] = -psi / D
+        return {"beta": beta, **self.potential_families(value)}
+
+    # ---- the hierarchy -----------------------------------------------------------------------------
+    def rules(self, model):
+        """MATH.md §4 slow phase: T^bias (β_k) and T^diff (a⁽ʳ⁾_kl)."""
+        out = []
+        for k in model.trainable:
+            M, MT, A, B = (self.code(kind, k) for kind in self.letter_kinds)
+            out += [Rule(Z, "beta", k, None, (X,)) for Z in (M, MT) for X in (A, B)]
+            out += [Rule(Z, "beta", k, None, (X,)) for Z in (A, B) for X in (M, MT)]
+            for l in range(1, model.K + 1):
+                for r in (1, 2):
+                    family = f"a{r}"
+                    Mr = self.code("M" if r == 1 else "M^T", l)  # M_l^(r)
+                    Mrbar = self.code("M^T" if r == 1 else "M", l)  # M_l^(r̄)
+                    out += [
+                        Rule(M, family, k, l, (Mr, B)), Rule(M, family, k, l, (A, Mr)),
+                        Rule(MT, family, k, l, (B, Mrbar)), Rule(MT, family, k, l, (Mrbar, A)),
+                        Rule(A, family, k, l, (Mr, MT)), Rule(A, family, k, l, (M, Mrbar)),
+                        Rule(B, family, k, l, (Mrbar, M)), Rule(B, family, k, l, (MT, Mr)),
+                    ]  # fmt: skip
+        return out
+
+    def required_words(self, model):
+        K = model.K
+        pairs = [(k, l) for k in range(1, K + 1) for l in range(k, K + 1)]
+        out = []
+        for k in range(1, K + 1):
+            out += [(f"A{k}", f"t^A_{k} (D_{k} in beta)"), (f"B{k}", f"t^B_{k} (D_{k} in beta)")]
+            out += [(f"M{k}", f"mu(M_{k}) (trace-conserving beta')")]
+        for k, l in pairs:
+            out += [(f"M{k} M{l}^T", f"q1_{k}{l} (Phi depends on it)"), (f"M{k} M{l}", f"q2_{k}{l} (Phi depends on it)")]
+        for k in model.trainable:
+            for l in range(1, K + 1):
+                for Ml in (f"M{l}", f"M{l}^T"):
+                    out += [(f"{Ml} B{k}", f"psi_{k} in beta_{k}"), (f"A{k} {Ml}", f"psi_{k} in beta_{k}")]
+        return out
+
+    def derived(self, series, K):
+        q1, q2 = series("M1 M2^T"), series("M1 M2")
+        return {"q1_12": q1, "q2_12": q2, "symmetric_overlap": 2 * q1 + 2 * q2}
+
+    # ---- finite matrices ---------------------------------------------------------------------------
+    def letter_matrices(self, factors):
+        out = []
+        for U, V in factors:
+            M = U @ V.T
+            out += [M, M.T, U @ U.T, V @ V.T]
+        return out
+
+    def factor_velocities(self, model, factors, coefficients):
+        """dU_k = −(β_k I + 2 Σ_{l,r} a⁽ʳ⁾_kl M_l⁽ʳ⁾) V_k − γU_k, dV_k = −(β_k I + 2 Σ a⁽ʳ⁾_kl M_l⁽ʳ̄⁾) U_k − γV_k."""
+        beta, a1, a2, gamma = (coefficients[n] for n in ("beta", "a1", "a2", "gamma"))
+        M = [U @ V.T for U, V in factors]
+        out = []
+        for k, (U, V) in enumerate(factors, start=1):
+            if k not in model.trainable:
+                out.append((np.zeros_like(U), np.zeros_like(V)))
+                continue
+            bias = beta[k - 1] * np.eye(len(U))
+            drive = sum(a1[k - 1, l] * M[l] + a2[k - 1, l] * M[l].T for l in range(model.K))
+            drive_bar = sum(a1[k - 1, l] * M[l].T + a2[k - 1, l] * M[l] for l in range(model.K))
+            out.append((-(bias + 2 * drive) @ V - gamma * U, -(bias + 2 * drive_bar) @ U - gamma * V))
+        return out
+
+    def sgd_step(self, model, factors, batch, lr, gamma):
+        """∇_U ℓ = Xᵀ(g R)/√d, ∇_V ℓ = Xᵀ(gᵀ P)/√d with P = X U, R = X V."""
+        flat, d, B = batch.flat, factors[0][0].shape[0], batch.X.shape[0]
+        root_d, decay = np.sqrt(d), 1 - lr * gamma / d
+        P = [batch.rows(flat @ U) for U, _ in factors]
+        R = [batch.rows(flat @ V) for _, V in factors]
+        G = np.stack([token_pairs(p, r) / root_d for p, r in zip(P, R)], axis=-1)  # x_iᵀ U Vᵀ x_j / √d
+        g = batch.gradient(G)
+        if not np.all(np.isfinite(g)):
+            return None
+        out = list(factors)
+        for k in model.trainable:
+            gk = g[..., k - 1]
+            U, V = factors[k - 1]
+            grad_U = flat.T @ token_mix(gk, R[k - 1]) / (root_d * B)
+            grad_V = flat.T @ token_mix(gk.transpose(0, 2, 1), P[k - 1]) / (root_d * B)
+            out[k - 1] = (decay * U - lr * grad_U, decay * V - lr * grad_V)
+        return out
+
+    def means(self, factors):
+        return np.array([np.sum(U * V) / np.sqrt(len(U)) for U, V in factors])
+
+    def dimension(self, factor):
+        return factor[0].shape[0]
+
+    def sample_factor(self, spec, d, rng):
+        width = max(1, int(round(spec.width_ratio * d)))
+        U = rng.standard_normal((d, width)) * spec.scale_U / np.sqrt(d)
+        V = rng.standard_normal((d, width)) * spec.scale_V / np.sqrt(d)
+        return (U, V) if spec.mean is None else shift_to_mean(U, V, spec.mean)
+
+    def identity_factor(self, c, d):
+        root = np.sqrt(c) * np.eye(d)
+        return root, root
+
+    def file_factor(self, arrays, path):
+        if arrays["U"].shape != arrays["V"].shape:
+            raise ModelError(f"{path}: U and V must have the same shape, got {arrays['U'].shape} and "
+                             f"{arrays['V'].shape}")  # fmt: skip
+        return arrays["U"], arrays["V"]
+
+    def law_factor(self, spec, n, rng, gaussian):
+        width = max(1, int(round(spec.width_ratio * n)))
+        U, V = gaussian(spec.scale_U, width), gaussian(spec.scale_V, width)
+        return (U, V) if spec.mean is None else shift_to_mean(U, V, spec.mean)
+
+    # ---- d = ∞ laws ---------------------------------------------------------------------------------
+    def _gaussian_letter_factors(self, k):
+        U, V = ("U", k), ("V", k)
+        return {"M": (1.0, ((U, False), (V, True))), "M^T": (1.0, ((V, False), (U, True))),
+                "A": (1.0, ((U, False), (U, True))), "B": (1.0, ((V, False), (V, True)))}  # fmt: skip
+
+    def matrix_laws(self, k, spec):
+        return {("U", k): (spec.scale_U**2, spec.width_ratio, False),
+                ("V", k): (spec.scale_V**2, spec.width_ratio, False)}  # fmt: skip
+
+    # ---- quadrature states --------------------------------------------------------------------
+    def driving_letters(self, model):
+        """Every letter of a trainable index; of a fixed one M_l, M_lᵀ (its A_l, B_l never enter)."""
+        return [c for k in range(1, model.K + 1) for c in self.letter_codes(k)
+                if k in model.trainable or self.letter_kinds[c % 4] in ("M", "M^T")]  # fmt: skip
+
+    def representation_component(self, k, spec, n, exact_oracle, generators, tol):
+        codes = self.letter_codes(k)
+        generators = codes if generators is None else [c for c in codes if c in generators]
+        passengers = [c for c in codes if c not in generators]
+        return gram_component(generators, self.transpose_table(k), exact_oracle, n, tol, passengers)
+
+    def factor_parts(self, letters, tol):
+        """(U, V) with [[A, M], [Mᵀ, B]] = [U; V][U; V]ᵀ: the compressed block is PSD like the true one."""
+        parts = []
+        for i in range(0, len(letters), 4):
+            M, A, B = letters[i], letters[i + 2], letters[i + 3]
+            Z = psd_root(np.block([[A, M], [M.T, B]]), tol)
+            parts.append((Z[: len(M)], Z[len(M) :]))
+        return parts
+
+
+def shift_to_mean(U, V, mean):
+    """Untied factors moved to the pre-activation mean ``Tr(U Vᵀ)/√d = mean``.
+
+    The move is the fast phase's own direction (MATH.md §4): ``U ← U + εV``, ``V ← V + εU``
+    shifts ``M = U Vᵀ`` by ``ε(A + B) + ε² Mᵀ``, with ε the root of that quadratic nearest 0;
+    ε = O(mean/√d), so the normalised moments change by O(1/d) only.
+    """
+    d = len(U)
+    current, spread = np.sum(U * V), np.sum(U * U) + np.sum(V * V)
+    target = mean * np.sqrt(d)
+    if current == target:
+        return U, V
+    roots = np.roots([current, spread, current - target])
+    real = roots[np.abs(roots.imag) < 1e-12 * max(1.0, np.abs(roots).max())].real
+    if not real.size:
+        raise ModelError(f"cannot shift untied factors to mean {mean}: Tr(M)/√d can reach "
+                         f"{(current - spread**2 / (4 * current)) / np.sqrt(d):.3g} at most; lower |mean| or "
+                         "raise the scales")  # fmt: skip
+    epsilon = real[np.argmin(np.abs(real))]
+    return U + epsilon * V, V + epsilon * U
+
+
+UNTIED = Untied()

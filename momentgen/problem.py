@@ -1,0 +1,110 @@
+"""The run pipeline's middle: Config → `Problem` → closure → `momentgen.results.Result`.
+
+A `Problem` is what any closure needs to run one configuration: the model, the loss and its
+potential Φ, the initial state (a d = ∞ law of independent inits, or finite-d factors — from
+files, or given, e.g. the matrices an SGD run starts from), the initial means of a kind with a
+mean, the output grid on the kind's time axis and the words to report. The CLI, the Python API,
+`momentgen.compare` and `verify` all go through `Problem.from_config` and a closure of
+`momentgen.closures.CLOSURES`.
+"""
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from .hierarchy import build
+from .initial import empirical_moments, exact_moments
+from .matrices import means as factor_means
+from .potential import Potential
+from .truncation import CoefficientSource, Truncation
+
+__all__ = ["Problem"]
+
+
+@dataclass
+class Problem:
+    """One configuration, ready to run (see the module docstring).
+
+    ``factors``: finite-d matrices the state starts from (None: the d = ∞ law of the inits).
+    ``potential``: built on first use (so that a size guard refuses before any symbolic work),
+    then reused by every run of the problem (its compiled integrand, its rule level).
+    """
+
+    config: object
+    factors: list = None
+    given_potential: Potential = None
+
+    @classmethod
+    def from_config(cls, config, factors=None, potential=None):
+        """The problem of ``config``; ``factors`` (finite matrices) override the inits' d = ∞ law — a
+        from-file init gives its own (`Config.start_factors`)."""
+        factors = config.start_factors() if factors is None else factors
+        return cls(config, factors, potential)
+
+    @cached_property
+    def potential(self):
+        return self.given_potential or Potential.from_config(self.config)
+
+    # ---- what the configuration says ------------------------------------------------------------
+    @property
+    def model(self):
+        return self.config.model
+
+    @property
+    def family(self):
+        return self.config.model.family
+
+    @cached_property
+    def loss(self):
+        return self.config.loss()
+
+    @cached_property
+    def specs(self):
+        return self.config.inits()
+
+    @property
+    def gamma(self):
+        return self.config.section("model")["gamma"]
+
+    @property
+    def integrate(self):
+        return self.config.section("integrate")
+
+    @cached_property
+    def times(self):
+        """The output grid, uniform on [0, T] on the kind's time axis."""
+        return np.linspace(0.0, self.integrate["T"], self.integrate["points"])
+
+    @cached_property
+    def words(self):
+        """The reported canonical words (`Config.reported_words`)."""
+        return self.config.reported_words()
+
+    @property
+    def means(self):
+        """Initial means of a kind with a mean (the factors' own when given), else None."""
+        if self.family.centred:
+            return None
+        return factor_means(self.model, self.factors) if self.factors is not None else self.config.initial_means()
+
+    # ---- what runs need --------------------------------------------------------------------
+    def initial_moments(self, codes):
+        """Moments of the words ``codes`` at the start: the factors' ``(1/d) Tr``, or exact at d = ∞."""
+        if self.factors is not None:
+            return empirical_moments(self.model, self.factors, codes)
+        return exact_moments(self.model, self.specs, codes)
+
+    def fast_phase(self):
+        """A kind with a mean: the fast phase on t = nη from the initial order parameters (exact in every
+        closure), as ``{"fast_t", "fast_m", "m_star"}``; else ``{}``."""
+        if self.family.centred:
+            return {}
+        program = build(self.model, 2, [])
+        truncation = Truncation(program, self.potential, self.gamma, means=self.means)
+        times, m = truncation.fast_phase(self.initial_moments(program.word_codes), self.integrate["fast_T"])
+        return {"fast_t": times, "fast_m": m, "m_star": truncation.m.copy()}
+
+    def source(self, means=None):
+        """The theory's `CoefficientSource` for the flow engine, starting on the branch ``means``."""
+        return CoefficientSource(self.model, self.potential, self.gamma, means=self.means if means is None else means)
