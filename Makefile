@@ -7,7 +7,7 @@ export OPENBLAS_NUM_THREADS = 1
 export OMP_NUM_THREADS = 1
 export MKL_NUM_THREADS = 1
 
-.PHONY: install test test-slow bench examples demo clean
+.PHONY: install lint test test-slow bench bench-smoke examples demo clean verify-campaign
 
 STAMP    = $(VENV)/.installed
 
@@ -19,11 +19,21 @@ $(STAMP): setup.cfg pyproject.toml
 
 install: $(STAMP)
 
-test: install
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
 	$(BIN)/python -m pytest -q
 
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow tests
+
+verify-campaign: install
+	$(BIN)/python -m tests.campaign --out out/campaign
+
+bench-smoke: install
+	$(BIN)/python -m pytest -q tests/test_benchmarks.py
 
 bench: install
 	$(BIN)/python benchmarks/bench_hierarchy.py
@@ -39,6 +49,7 @@ examples: install
 	$(BIN)/python examples/fig1_softmax.py --out out/examples --d 400 --seeds 2
 	$(BIN)/python examples/fig3_untied.py --out out/examples --d 200
 	$(BIN)/python examples/weak_recovery.py --out out/examples
+	$(BIN)/python examples/finite_lr.py --out out/examples
 
 demo: install
 	$(BIN)/momentgen generate-truncation examples/configs/fig4_linear.toml --out out/demo/fig4_linear.py

@@ -16,28 +16,27 @@ time.
 Run: ``make bench`` (or ``python benchmarks/bench_closures.py [--quick]``).
 """
 
-import common  # noqa: F401, I001  (sets one BLAS thread before numpy loads)
+import pathlib
 
-import pathlib  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import numpy as np
+from common import QUICK, pick, timed
 
-import numpy as np  # noqa: E402
-
-from momentgen.closures import solve_with_closure  # noqa: E402
-from momentgen.config import load_config, parse_config  # noqa: E402
-from momentgen.oracles import riccati_tied_moments, solvable_tied_moments  # noqa: E402
-from momentgen.potential import Potential  # noqa: E402
-from momentgen.simulate import initial_factors, matrix_flow  # noqa: E402
+from momentgen.closures import solve_with_closure
+from momentgen.config import load_config, parse_config
+from momentgen.oracles import riccati_tied_moments, solvable_tied_moments
+from momentgen.potential import Potential
+from momentgen.reference import initial_factors, matrix_flow
+from momentgen.truncation import CoefficientSource
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-QUICK = "--quick" in sys.argv
 WORDS = ("S1", "S1 S1", "S1 S2")
 SOLVABLE = {
-    "model": {"kind": "tied", "K": 2, "trainable": [1]}, "loss": {"builtin": "mse", "activation": "h1"},
+    "model": {"kind": "tied", "K": 2, "trainable": [1]},
+    "loss": {"builtin": "mse", "activation": "h1"},
     "init": {"1": {"kind": "gaussian"}, "2": {"kind": "identity", "c": 1.0}},
-    "truncation": {"degree": 9, "observables": ["S1 S1", "S1 S2"]}, "integrate": {"T": 1.0, "points": 41},
-}  # fmt: skip
+    "truncation": {"degree": 9, "observables": ["S1 S1", "S1 S2"]},
+    "integrate": {"T": 1.0, "points": 41},
+}
 
 
 def row(closure, order, errors, estimate, seconds, T, ratio=None):
@@ -58,49 +57,46 @@ def sup_error(series, exact):
     return max(error["S1 S1"], error["S1 S2"]), error["S1"]
 
 
-def timed(function):
-    start = time.perf_counter()
-    out = function()
-    return out, time.perf_counter() - start
-
-
 def solvable():
     print("1. exactly solvable tied case on [0, 1] (error vs the closed form)")
     header()
     config = parse_config(SOLVABLE)
     t = np.linspace(0, 1, 41)
     exact = solvable_tied_moments(t, 1.0, 1.0, 1.0)
-    for n in (8, 16, 32, 64):
-        out, seconds = timed(lambda: solve_with_closure(config, "quadrature", degree=2 * n + 1))
+    for n in pick((8, 16, 32, 64), (8,)):
+        out, seconds = timed(solve_with_closure, config, "quadrature", degree=2 * n + 1)
         row("quadrature", n, sup_error(out["series"], exact), out["error_estimate"], seconds, 1.0)
-    for n in (200,) if QUICK else (200, 400):
-        out, seconds = timed(lambda: solve_with_closure(config, "matrix-model", size=n))
+    for n in pick((200,) if QUICK else (200, 400), (40,)):
+        out, seconds = timed(solve_with_closure, config, "matrix-model", size=n)
         row("matrix-model", n, sup_error(out["series"], exact), out["error_estimate"], seconds, 1.0)
-    out, seconds = timed(lambda: solve_with_closure(config, "zero", degree=8))
-    print(f"{'zero':>14s} {'M=8':>7} status {out['status']} at t = {out['t'][-1]:.3f}, valid until "
-          f"{out['valid_until']:.3f} ({seconds:.2f} s)")  # fmt: skip
+    out, seconds = timed(solve_with_closure, config, "zero", degree=8)
+    print(
+        f"{'zero':>14s} {'M=8':>7} status {out['status']} at t = {out['t'][-1]:.3f}, valid until "
+        f"{out['valid_until']:.3f} ({seconds:.2f} s)"
+    )
 
 
 def tied_h2():
     print("\n2. tied h2 case on [0, 2.5] through the escape (error vs the Riccati oracle)")
-    config = load_config(ROOT / "examples/configs/fig2_tied_h2.toml")
-    config.raw["integrate"].update(T=2.5, points=51)
-    t = np.linspace(0, 2.5, 51)
+    T = pick(2.5, 0.5)
+    config = load_config(ROOT / "examples/configs/fig2_tied_h2.toml").replace(integrate={"T": T, "points": 51})
+    t = np.linspace(0, T, 51)
     potential = Potential(config.loss(), "tied")
-    exact, oracle_seconds = timed(lambda: riccati_tied_moments(potential, config.inits()[1], config.inits()[2], t))
+    exact, oracle_seconds = timed(riccati_tied_moments, potential, config.inits()[1], config.inits()[2], t)
     print(f"Riccati oracle: {oracle_seconds:.2f} s")
     flows = {}
-    for d in (300,) if QUICK else (300, 1200):
+    for d in pick((300,) if QUICK else (300, 1200), (40,)):
         factors = initial_factors(config.model, config.inits(), d, seed=0)
-        run, seconds = timed(lambda: matrix_flow(config.model, potential, factors, times=t, words=list(WORDS)))
+        run, seconds = timed(matrix_flow, config.model, factors, CoefficientSource(config.model, potential), times=t,
+                             words=list(WORDS))  # fmt: skip
         flows[d] = (sup_error(run.series, exact), seconds)  # (errors, seconds)
     baseline = flows[max(flows)][1]
     header(f"d={max(flows)} flow s / s")
-    for n in (3, 4, 5, 6, 7) if QUICK else (3, 4, 5, 6, 7, 8):
-        out, seconds = timed(lambda: solve_with_closure(config, "quadrature", degree=2 * n + 1))
+    for n in pick((3, 4, 5, 6, 7) if QUICK else (3, 4, 5, 6, 7, 8), (3,)):
+        out, seconds = timed(solve_with_closure, config, "quadrature", degree=2 * n + 1)
         row("quadrature", n, sup_error(out["series"], exact), out["error_estimate"], seconds, 2.5, baseline / seconds)
-    for n in (300,) if QUICK else (300, 800):
-        out, seconds = timed(lambda: solve_with_closure(config, "matrix-model", size=n))
+    for n in pick((300,) if QUICK else (300, 800), (40,)):
+        out, seconds = timed(solve_with_closure, config, "matrix-model", size=n)
         row("matrix-model", n, sup_error(out["series"], exact), out["error_estimate"], seconds, 2.5, baseline / seconds)
     for d, (error, seconds) in flows.items():
         row("flow (seed 0)", f"d={d}", error, None, seconds, 2.5, baseline / seconds)
@@ -109,21 +105,22 @@ def tied_h2():
 def fig1_learning_curve():
     print("\n3. fig. 1 (tied, L = 2, softmax-mse), quadrature closure over the whole learning curve t ∈ [0, 20]")
     config = load_config(ROOT / "examples/configs/fig1_tied_softmax.toml")
-    config.raw["integrate"].update(T=20.0, points=81)
-    for n in (6, 7) if QUICK else (6, 7, 8):
-        out, seconds = timed(lambda: solve_with_closure(config, "quadrature", degree=2 * n + 1))
-        print(f"n = {n}: {seconds:6.2f} s (budget 30 s), p12(20) = {out['derived']['p12'][-1]:.4f}, "
-              f"estimate {out['error_estimate']:.2e}, traciality defect ≤ "
-              f"{max(out['error_series']['traciality_defect']):.2e}")  # fmt: skip
+    config = config.replace(integrate={"T": pick(20.0, 1.0), "points": 81})
+    for n in pick((6, 7) if QUICK else (6, 7, 8), (3,)):
+        out, seconds = timed(solve_with_closure, config, "quadrature", degree=2 * n + 1)
+        print(
+            f"n = {n}: {seconds:6.2f} s (budget 30 s), p12(20) = {out['derived']['p12'][-1]:.4f}, "
+            f"estimate {out['error_estimate']:.2e}, traciality defect ≤ "
+            f"{max(out['error_series']['traciality_defect']):.2e}"
+        )
 
 
 def untied_h1():
     print("\n4. untied h1 (fig. 3 case), slow phase τ ∈ [0, 0.4]: quadrature closure")
-    config = load_config(ROOT / "examples/configs/fig3_untied_h1.toml")
-    config.raw["integrate"].update(T=0.4, points=21)
+    config = load_config(ROOT / "examples/configs/fig3_untied_h1.toml").replace(integrate={"T": 0.4, "points": 21})
     header()
-    for n in (1, 2) if QUICK else (1, 2, 3):
-        out, seconds = timed(lambda: solve_with_closure(config, "quadrature", degree=2 * n + 1))
+    for n in pick((1, 2) if QUICK else (1, 2, 3), (2,)):
+        out, seconds = timed(solve_with_closure, config, "quadrature", degree=2 * n + 1)
         row("quadrature", n, None, out["error_estimate"], seconds, 0.4)  # no exact reference: see the tests
 
 

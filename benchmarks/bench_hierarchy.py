@@ -10,15 +10,13 @@ degrees (memory should be linear in nnz).
 Run: ``make bench`` (or ``python benchmarks/bench_hierarchy.py``).
 """
 
-import common  # noqa: F401,I001  (one BLAS thread before numpy loads)
+import tracemalloc
 
-import time  # noqa: E402
-import tracemalloc  # noqa: E402
+import sympy
+from common import pick, timed
 
-import sympy  # noqa: E402
-
-from momentgen.hierarchy import _RULES, Model, build  # noqa: E402
-from momentgen.words import canonical_codes, enumerate_words, parse  # noqa: E402
+from momentgen.hierarchy import Model, build, coefficient_symbols
+from momentgen.words import canonical_codes, enumerate_words, parse
 
 BUDGET_S = 5.0
 
@@ -32,12 +30,13 @@ def sympy_baseline(model, degree):
     """
     alphabet = model.alphabet
     Z = sympy.symbols(" ".join(f"Z{c}" for c in range(alphabet.size)), commutative=False, seq=True)
-    symbols, rules, gamma_factor = _RULES[model.kind](model)
+    rules = model.family.rules(model)
+    symbols, slots = coefficient_symbols(model, rules)
     scalars = [sympy.Symbol(s.name) * s.factor for s in symbols]
     trainable = model.is_trainable_letter()
-    velocity = {c: sympy.Symbol("gamma") * gamma_factor * Z[c] for c in range(alphabet.size) if trainable[c]}
-    for rule in rules:
-        velocity[rule.letter] += scalars[rule.symbol] * sympy.Mul(*[Z[c] for c in rule.replacement])
+    velocity = {c: scalars[-1] * Z[c] for c in range(alphabet.size) if trainable[c]}  # weight decay
+    for rule, slot in zip(rules, slots):
+        velocity[rule.letter] += scalars[slot] * sympy.Mul(*[Z[c] for c in rule.replacement])
     words = enumerate_words(model.kind, model.K, degree)
     program = {}
     for text in words:
@@ -65,20 +64,14 @@ def _flatten_powers(factors):
             yield f
 
 
-def timed(function, *args):
-    start = time.perf_counter()
-    result = function(*args)
-    return result, time.perf_counter() - start
-
-
 def main():
     tied = Model("tied", 2, [1])
     untied = Model("untied", 2, [1])  # student (1) + teacher (2): 8 letters
 
     print("case                              words      nnz  dropped-terms   time   budget  words/s  vs baseline")
     for label, model, degree, baseline_degree in [
-        ("tied K=2 all words M=20", tied, 20, 8),
-        ("untied K=2 all words M=6", untied, 6, 3),
+        (f"tied K=2 all words M={pick(20, 8)}", tied, pick(20, 8), pick(8, 4)),
+        (f"untied K=2 all words M={pick(6, 3)}", untied, pick(6, 3), pick(3, 2)),
     ]:
         (n_base, _), t_base = timed(sympy_baseline, model, baseline_degree)
         base_rate = n_base / t_base
@@ -86,21 +79,27 @@ def main():
         program, seconds = timed(build, model, degree, "all")
         rate = len(program.words) / seconds
         verdict = "ok" if seconds <= BUDGET_S else "OVER"
-        print(f"{label:32s} {len(program.words):7d} {program.nnz:8d} {len(program.dropped_symbol):13d} "
-              f"{seconds:6.2f}s {verdict:>6s} {rate:8.0f}  {rate / base_rate:8.0f}x")  # fmt: skip
+        print(
+            f"{label:32s} {len(program.words):7d} {program.nnz:8d} {len(program.dropped_symbol):13d} "
+            f"{seconds:6.2f}s {verdict:>6s} {rate:8.0f}  {rate / base_rate:8.0f}x"
+        )
         small, t_small = timed(build, model, baseline_degree, "all")
-        print(f"    baseline (sympy, same model, M={baseline_degree}): {n_base} words in {t_base:.2f} s = "
-              f"{base_rate:.0f} words/s; momentgen at that degree: {len(small.words) / t_small:.0f} words/s "
-              f"({len(small.words) / t_small / base_rate:.0f}x)")  # fmt: skip
+        print(
+            f"    baseline (sympy, same model, M={baseline_degree}): {n_base} words in {t_base:.2f} s = "
+            f"{base_rate:.0f} words/s; momentgen at that degree: {len(small.words) / t_small:.0f} words/s "
+            f"({len(small.words) / t_small / base_rate:.0f}x)"
+        )
 
     print("\nmemory (tracemalloc peak) per term, tied K=2 all words:")
-    for degree in (14, 16, 18, 20):
+    for degree in pick((14, 16, 18, 20), (8,)):
         tracemalloc.start()
         program = build(tied, degree, "all")
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         total = program.nnz + len(program.dropped_symbol)
-        print(f"  M={degree}: {total:8d} terms (incl. dropped), peak {peak / 2**20:7.1f} MiB, {peak / total:6.0f} B/term")
+        print(
+            f"  M={degree}: {total:8d} terms (incl. dropped), peak {peak / 2**20:7.1f} MiB, {peak / total:6.0f} B/term"
+        )
 
 
 if __name__ == "__main__":

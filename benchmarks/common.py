@@ -1,17 +1,39 @@
-"""Shared helpers of the benchmarks: one BLAS thread, best-of-n timing."""
+"""Shared helpers of the benchmarks: one BLAS thread, best-of-n timing, and the smoke mode.
 
-import os
+``--smoke``: every benchmark at a tiny size (``make bench-smoke``, part of CI): it checks that
+the benchmarks still run against the current API, not the numbers.
+"""
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # up to 16× faster than two on the 2-core machines
+import sys
+import time
 
-import time  # noqa: E402
+from threadpoolctl import threadpool_limits
+
+# One BLAS thread per process: up to 16× faster than two on the shared 2-core machines.
+# (threadpoolctl acts on already-loaded libraries, so the import order does not matter.)
+threadpool_limits(1)
+
+SMOKE = "--smoke" in sys.argv
+QUICK = SMOKE or "--quick" in sys.argv
+
+
+def pick(full, smoke):
+    """``smoke`` in smoke mode, else ``full``."""
+    return smoke if SMOKE else full
 
 
 def best(function, repeat=15):
     """Shortest wall time of ``repeat`` calls of ``function()`` (seconds)."""
     times = []
-    for _ in range(repeat):
+    for _ in range(pick(repeat, 2)):
         start = time.perf_counter()
         function()
         times.append(time.perf_counter() - start)
     return min(times)
+
+
+def timed(function, *args, **kwargs):
+    """(function(*args, **kwargs), seconds)."""
+    start = time.perf_counter()
+    result = function(*args, **kwargs)
+    return result, time.perf_counter() - start

@@ -23,9 +23,10 @@ import json
 import pathlib
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from momentgen.closures import solve_with_closure
-from momentgen.compare import compare
+from momentgen.comparison import compare
 from momentgen.config import load_config
 
 CONFIG = pathlib.Path(__file__).with_name("configs") / "fig1_tied_softmax.toml"
@@ -44,14 +45,24 @@ def main():
     config = load_config(CONFIG)
     config.raw["integrate"].update(T=args.T, points=args.points)
     config.raw["truncation"]["degree"] = QUADRATURE_DEGREE
-    data = compare(config, degrees=(2, 4, 6, 8, 10), dims=(args.d,), seeds=list(range(args.seeds)), out=out / "fig1",
-                   closures=("zero", "quadrature", "matrix-model"), theory_init="finite")  # fmt: skip
+    data = compare(
+        config,
+        degrees=(2, 4, 6, 8, 10),
+        dims=(args.d,),
+        seeds=list(range(args.seeds)),
+        out=out / "fig1",
+        closures=("zero", "quadrature", "matrix-model"),
+        theory_init="finite",
+    )
     sgd = config.section("sgd")
     print(f"eta d / B = {sgd['lr'] * args.d / sgd['batch']:.4f}; horizon t = {args.T}")
     print(f"{'theory':>26s} {'valid_until':>11s}  sup|theory − SGD| on q12: all / in window")
     for name, theory in data["theory"].items():
-        row = next(r for r in data["table"] if r["theory"] == name and r["comparison"] == "theory-sgd"
-                   and r["observable"] == "S1 S2")  # fmt: skip
+        row = next(
+            r
+            for r in data["table"]
+            if r["theory"] == name and r["comparison"] == "theory-sgd" and r["observable"] == "S1 S2"
+        )
         print(f"{name:>26s} {theory['valid_until']:11.4f}  {row['sup_error']:.2e} / {row['sup_error_valid']:.2e}")
     flow = next(r for r in data["table"] if r["comparison"] == "flow-sgd" and r["observable"] == "S1 S2")
     print(f"flow vs SGD on q12: {flow['sup_error']:.2e}; wrote {out}/fig1/compare.png and compare.json")
@@ -62,17 +73,28 @@ def learning_curve(out, T=20.0):
     config = load_config(CONFIG)
     config.raw["integrate"].update(T=T, points=201, validity_tol=1e-2)
     runs = {n: solve_with_closure(config, "quadrature", degree=2 * n + 1) for n in (5, 6, 7)}
-    summary = {n: {"seconds": r["seconds"], "error_estimate": r["error_estimate"], "p12_end": r["derived"]["p12"][-1],
-                   "max_traciality_defect": max(r["error_series"]["traciality_defect"])} for n, r in runs.items()}
-    (out / "fig1_learning_curve.json").write_text(json.dumps(
-        {"t": runs[7]["t"], "p12": {n: r["derived"]["p12"] for n, r in runs.items()},
-         "estimate": {n: r["error_series"]["estimate"] for n, r in runs.items()}, "summary": summary}, indent=1))
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    summary = {
+        n: {
+            "seconds": r["seconds"],
+            "error_estimate": r["error_estimate"],
+            "p12_end": r["derived"]["p12"][-1],
+            "max_traciality_defect": max(r["error_series"]["traciality_defect"]),
+        }
+        for n, r in runs.items()
+    }
+    (out / "fig1_learning_curve.json").write_text(
+        json.dumps(
+            {
+                "t": runs[7]["t"],
+                "p12": {n: r["derived"]["p12"] for n, r in runs.items()},
+                "estimate": {n: r["error_series"]["estimate"] for n, r in runs.items()},
+                "summary": summary,
+            },
+            indent=1,
+        )
+    )
+    fig = Figure(figsize=(5.5, 4))
+    ax = fig.subplots()
     for n, r in runs.items():
         p12, band = np.array(r["derived"]["p12"]), np.array(r["error_series"]["estimate"])
         (line,) = ax.plot(r["t"], p12, label=f"quadrature n={n} ({r['seconds']:.1f} s)")
@@ -81,10 +103,11 @@ def learning_curve(out, T=20.0):
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "fig1_learning_curve.png", dpi=110)
-    plt.close(fig)
     for n, s in summary.items():
-        print(f"learning curve, quadrature n={n}: {s['seconds']:.1f} s, p12(20) = {s['p12_end']:.4f}, "
-              f"estimate {s['error_estimate']:.1e}")  # fmt: skip
+        print(
+            f"learning curve, quadrature n={n}: {s['seconds']:.1f} s, p12(20) = {s['p12_end']:.4f}, "
+            f"estimate {s['error_estimate']:.1e}"
+        )
 
 
 if __name__ == "__main__":

@@ -21,16 +21,17 @@ import json
 import pathlib
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from momentgen.closures import solve_with_closure
-from momentgen.compare import _sgd_task, run_tasks
+from momentgen.comparison import run_tasks, sgd_task
 from momentgen.config import load_config
 from momentgen.hierarchy import build
 from momentgen.initial import empirical_moments
 from momentgen.integrate import solve
 from momentgen.oracles import riccati_tied_moments
 from momentgen.potential import Potential
-from momentgen.simulate import initial_factors
+from momentgen.reference import initial_factors
 from momentgen.truncation import Truncation
 
 CONFIGS = pathlib.Path(__file__).with_name("configs")
@@ -53,7 +54,7 @@ def direct_config(T=1.0):
 def sgd_runs(d, activations):
     """The SGD runs of both panels (seed 0), two at a time: {activation or "direct": run}."""
     configs = {a: tied_config(a) for a in activations} | {"direct": direct_config()}
-    runs = run_tasks([(_sgd_task, (c.raw, c.source, d, 0)) for c in configs.values()], n_jobs=2)
+    runs = run_tasks([(sgd_task, (c.raw, c.source, d, 0)) for c in configs.values()], n_jobs=2)
     return dict(zip(configs, runs))
 
 
@@ -69,17 +70,25 @@ def tied_panel(d, sgd_by_activation):
         quadrature = solve_with_closure(config, "quadrature", degree=13)
         p12 = np.array(sgd["series"]["S1 S2"]) - np.array(sgd["series"]["S1"]) * np.array(sgd["series"]["S2"])
         panels[activation] = {
-            "t": t.tolist(), "exact_p12": exact_p12.tolist(), "zero_t": zero["t"], "zero_p12": zero["derived"]["p12"],
-            "zero_valid_until": zero["valid_until"], "zero_status": zero["status"],
-            "quadrature_p12": quadrature["derived"]["p12"], "quadrature_estimate": quadrature["error_estimate"],
+            "t": t.tolist(),
+            "exact_p12": exact_p12.tolist(),
+            "zero_t": zero["t"],
+            "zero_p12": zero["derived"]["p12"],
+            "zero_valid_until": zero["valid_until"],
+            "zero_status": zero["status"],
+            "quadrature_p12": quadrature["derived"]["p12"],
+            "quadrature_estimate": quadrature["error_estimate"],
             "quadrature_error": float(np.abs(np.array(quadrature["derived"]["p12"]) - exact_p12).max()),
-            "sgd_t": sgd["t"], "sgd_p12": p12.tolist(), "sgd_minus_exact": float(np.abs(p12 - exact_p12).max()),
+            "sgd_t": sgd["t"],
+            "sgd_p12": p12.tolist(),
+            "sgd_minus_exact": float(np.abs(p12 - exact_p12).max()),
             "sgd": {"d": d, "lr": sgd["lr"], "batch": sgd["batch"], "seconds": sgd["seconds"]},
-        }  # fmt: skip
+        }
         if activation == "h2":
             matrix = solve_with_closure(config, "matrix-model", size=200)
-            panels[activation].update(matrix_p12=matrix["derived"]["p12"],
-                                      matrix_error_estimate=matrix["error_estimate"])  # fmt: skip
+            panels[activation].update(
+                matrix_p12=matrix["derived"]["p12"], matrix_error_estimate=matrix["error_estimate"]
+            )
     return panels
 
 
@@ -104,19 +113,23 @@ def direct_panel(d, sgd, dims=(100, 200, 400, 800), seeds=(0, 1, 2)):
     _, t_theory, overlap = direct_escape(config, d, 0)
     s = {w: np.array(v) for w, v in sgd["series"].items()}
     sgd_overlap = s["S1 S2^T"] - s["S1"] * s["S2"]
-    return {"escape_times": {str(k): v for k, v in escapes.items()}, "escape_mean": mean, "dims": list(dims),
-            "slope_per_log_d": float(slope), "intercept": float(intercept), "theory_t": t_theory,
-            "theory_overlap": overlap, "sgd_t": sgd["t"], "sgd_overlap": sgd_overlap.tolist(),
-            "sgd": {"d": d, "lr": sgd["lr"], "batch": sgd["batch"], "seconds": sgd["seconds"]}}  # fmt: skip
+    return {
+        "escape_times": {str(k): v for k, v in escapes.items()},
+        "escape_mean": mean,
+        "dims": list(dims),
+        "slope_per_log_d": float(slope),
+        "intercept": float(intercept),
+        "theory_t": t_theory,
+        "theory_overlap": overlap,
+        "sgd_t": sgd["t"],
+        "sgd_overlap": sgd_overlap.tolist(),
+        "sgd": {"d": d, "lr": sgd["lr"], "batch": sgd["batch"], "seconds": sgd["seconds"]},
+    }
 
 
 def plot(tied, direct, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (a, b, c) = plt.subplots(1, 3, figsize=(14, 4))
+    fig = Figure(figsize=(14, 4))
+    a, b, c = fig.subplots(1, 3)
     for i, (activation, p) in enumerate(tied.items()):
         color = f"C{i}"
         a.plot(p["t"], p["exact_p12"], color=color, lw=2, label=f"{activation}: exact d=∞")
@@ -134,12 +147,18 @@ def plot(tied, direct, path):
     a.legend(fontsize=6)
     b.plot(direct["theory_t"], direct["theory_overlap"], "k-", label=f"closed system, d={direct['sgd']['d']} start")
     b.plot(direct["sgd_t"], direct["sgd_overlap"], "C3o", ms=3, label=f"SGD d={direct['sgd']['d']}")
-    b.set(title="direct S, h2: a saddle left via the O(1/d) overlap", xlabel="τ = nη/d", ylabel="Ω12 − t1 t2", xlim=(0, 3))
+    b.set(
+        title="direct S, h2: a saddle left via the O(1/d) overlap", xlabel="τ = nη/d", ylabel="Ω12 − t1 t2", xlim=(0, 3)
+    )
     b.legend(fontsize=7)
     dims = np.array(direct["dims"])
     c.plot(np.log(dims), direct["escape_mean"], "o-", label="escape time (3 draws)")
-    c.plot(np.log(dims), direct["intercept"] + direct["slope_per_log_d"] * np.log(dims), "k--",
-           label=f"fit: slope {direct['slope_per_log_d']:.3f} = 1/{1 / direct['slope_per_log_d']:.1f}")  # fmt: skip
+    c.plot(
+        np.log(dims),
+        direct["intercept"] + direct["slope_per_log_d"] * np.log(dims),
+        "k--",
+        label=f"fit: slope {direct['slope_per_log_d']:.3f} = 1/{1 / direct['slope_per_log_d']:.1f}",
+    )
     c.set(title=f"direct escape time (|overlap| > {THRESHOLD})", xlabel="ln d", ylabel="τ_escape")
     c.legend(fontsize=7)
     fig.tight_layout()
@@ -159,13 +178,17 @@ def main():
     (out / "fig2_parameterisation.json").write_text(json.dumps({"tied": tied, "direct": direct}))
     plot(tied, direct, out / "fig2_parameterisation.png")
     for activation, p in tied.items():
-        print(f"tied {activation}: zero closure valid until t = {p['zero_valid_until']:.3f} ({p['zero_status']}); "
-              f"p12(2.5): exact {p['exact_p12'][-1]:.4f}, quadrature n=6 {p['quadrature_p12'][-1]:.4f} "
-              f"(max error {p['quadrature_error']:.1e}, estimate {p['quadrature_estimate']:.1e}), SGD "
-              f"{p['sgd_p12'][-1]:.4f} (max |SGD − exact| {p['sgd_minus_exact']:.3f})")  # fmt: skip
-    print("direct escape times (mean of 3 draws): " + ", ".join(
-        f"d={d}: {t:.3f}" for d, t in zip(direct["dims"], direct["escape_mean"])) +
-        f"; slope per ln d = {direct['slope_per_log_d']:.3f}")  # fmt: skip
+        print(
+            f"tied {activation}: zero closure valid until t = {p['zero_valid_until']:.3f} ({p['zero_status']}); "
+            f"p12(2.5): exact {p['exact_p12'][-1]:.4f}, quadrature n=6 {p['quadrature_p12'][-1]:.4f} "
+            f"(max error {p['quadrature_error']:.1e}, estimate {p['quadrature_estimate']:.1e}), SGD "
+            f"{p['sgd_p12'][-1]:.4f} (max |SGD − exact| {p['sgd_minus_exact']:.3f})"
+        )
+    print(
+        "direct escape times (mean of 3 draws): "
+        + ", ".join(f"d={d}: {t:.3f}" for d, t in zip(direct["dims"], direct["escape_mean"]))
+        + f"; slope per ln d = {direct['slope_per_log_d']:.3f}"
+    )
     print(f"wrote {out / 'fig2_parameterisation.png'} and .json")
 
 

@@ -20,9 +20,10 @@ import json
 import pathlib
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from momentgen.closures import solve_with_closure
-from momentgen.compare import _sgd_task, run_tasks
+from momentgen.comparison import run_tasks, sgd_task
 from momentgen.config import load_config
 
 CONFIG = pathlib.Path(__file__).with_name("configs") / "fig3_untied_h1.toml"
@@ -55,21 +56,35 @@ def main():
     parser.add_argument("--points", type=int, default=41)
     args = parser.parse_args()
     configs = {a: configure(a, args.d, args.T, args.points) for a in ACTIVATIONS}
-    runs = run_tasks([(_sgd_task, (c.raw, c.source, args.d, 0)) for c in configs.values()], n_jobs=2)
+    runs = run_tasks([(sgd_task, (c.raw, c.source, args.d, 0)) for c in configs.values()], n_jobs=2)
     rows, panels = [], {}
     for (activation, config), sgd in zip(configs.items(), runs):
         theory = solve_with_closure(config, "quadrature", degree=7 if activation == "h1" else 5)
         t = np.array(theory["t"])
         measured, predicted = symmetric_overlap(sgd["series"]), np.array(theory["derived"]["symmetric_overlap"])
         zero = solve_with_closure(config, "zero", degree=4)
-        panels[activation] = {"t": t.tolist(), "sgd": measured.tolist(), "theory": predicted.tolist(),
-                              "estimate": theory["error_series"]["estimate"]}  # fmt: skip
-        rows.append({"activation": activation, "d": args.d, "sgd_seconds": sgd["seconds"],
-                     "sgd_escape_tau": first_crossing(t, measured), "theory_escape_tau": first_crossing(t, predicted),
-                     "sgd_overlap_end": float(measured[-1]), "theory_overlap_end": float(predicted[-1]),
-                     "sup_theory_minus_sgd": float(np.abs(predicted - measured).max()),
-                     "theory_order": theory["size"], "theory_seconds": theory["seconds"],
-                     "zero_closure_status": zero["status"], "zero_closure_stopped_at": zero["t"][-1]})  # fmt: skip
+        panels[activation] = {
+            "t": t.tolist(),
+            "sgd": measured.tolist(),
+            "theory": predicted.tolist(),
+            "estimate": theory["error_series"]["estimate"],
+        }
+        rows.append(
+            {
+                "activation": activation,
+                "d": args.d,
+                "sgd_seconds": sgd["seconds"],
+                "sgd_escape_tau": first_crossing(t, measured),
+                "theory_escape_tau": first_crossing(t, predicted),
+                "sgd_overlap_end": float(measured[-1]),
+                "theory_overlap_end": float(predicted[-1]),
+                "sup_theory_minus_sgd": float(np.abs(predicted - measured).max()),
+                "theory_order": theory["size"],
+                "theory_seconds": theory["seconds"],
+                "zero_closure_status": zero["status"],
+                "zero_closure_stopped_at": zero["t"][-1],
+            }
+        )
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     data = {"d": args.d, "lr": 0.01, "batch": 1024, "time_scale": "tau = n eta / d", "table": rows, "panels": panels}
@@ -79,31 +94,31 @@ def main():
         for activation, p in panels.items():
             f.writelines(f"{activation},{a:.6g},{b:.6g},{c:.6g}\n" for a, b, c in zip(p["t"], p["sgd"], p["theory"]))
     figure(panels, args.d, out / "fig3_untied.png")
-    print(f"{'act':>4s} {'SGD escape τ':>13s} {'theory escape τ':>16s} {'SGD end':>8s} {'theory end':>11s} {'sup|Δ|':>8s}")
+    print(
+        f"{'act':>4s} {'SGD escape τ':>13s} {'theory escape τ':>16s} {'SGD end':>8s} {'theory end':>11s} {'sup|Δ|':>8s}"
+    )
     for r in rows:
-        print(f"{r['activation']:>4s} {str(r['sgd_escape_tau']):>13s} {str(r['theory_escape_tau']):>16s} "
-              f"{r['sgd_overlap_end']:8.3f} {r['theory_overlap_end']:11.3f} {r['sup_theory_minus_sgd']:8.3f}")  # fmt: skip
+        print(
+            f"{r['activation']:>4s} {str(r['sgd_escape_tau']):>13s} {str(r['theory_escape_tau']):>16s} "
+            f"{r['sgd_overlap_end']:8.3f} {r['theory_overlap_end']:11.3f} {r['sup_theory_minus_sgd']:8.3f}"
+        )
     print(f"wrote {out}/fig3_untied.png, .json, .csv")
 
 
 def figure(panels, d, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    fig = Figure(figsize=(5.5, 4))
+    ax = fig.subplots()
     for activation, p in panels.items():
         (line,) = ax.plot(p["t"], p["sgd"], "o", ms=3, label=f"SGD {activation}, d={d}")
         band = np.array(p["estimate"]) * np.maximum(1.0, np.abs(p["theory"]))
         ax.plot(p["t"], p["theory"], "-", color=line.get_color(), label=f"quadrature closure {activation} (d=∞)")
-        ax.fill_between(p["t"], np.array(p["theory"]) - band, np.array(p["theory"]) + band, color=line.get_color(),
-                        alpha=0.2, lw=0)  # fmt: skip
+        ax.fill_between(
+            p["t"], np.array(p["theory"]) - band, np.array(p["theory"]) + band, color=line.get_color(), alpha=0.2, lw=0
+        )
     ax.set(xlabel="τ = nη/d", ylabel="μ((M1+M1ᵀ)(M2+M2ᵀ))", title="untied, L = 1, MSE: weak recovery by activation")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -21,12 +21,13 @@ import json
 import pathlib
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from momentgen.closures import solve_with_closure
 from momentgen.config import load_config
 from momentgen.integrate import solve, validity_horizon
 from momentgen.oracles import solvable_tied_moments
-from momentgen.simulate import simulate_config
+from momentgen.reference import simulate_config
 from momentgen.truncation import from_config
 
 CONFIG = pathlib.Path(__file__).with_name("configs") / "fig4_linear.toml"
@@ -49,8 +50,16 @@ def run(T=0.15, points=151):
         horizon = validity_horizon(result, runs.get(M - 2), list(WORDS), 1e-4)
         inside = result.t <= horizon
         error = max(np.abs(result.series(w)[inside] - exact[w][: len(result.t)][inside]).max() for w in WORDS)
-        table.append({"degree": M, "words": len(result.words), "status": result.status, "t_stop": result.t_stop,
-                      "valid_until": horizon, "sup_error_in_window": float(error)})  # fmt: skip
+        table.append(
+            {
+                "degree": M,
+                "words": len(result.words),
+                "status": result.status,
+                "t_stop": result.t_stop,
+                "valid_until": horizon,
+                "sup_error_in_window": float(error),
+            }
+        )
     return grid, exact, runs, table
 
 
@@ -66,14 +75,30 @@ def long_horizon(d, T=0.5, points=51):
     closures = {n: solve_with_closure(config, "quadrature", degree=2 * n + 1) for n in (16, 32)}
     zero = solve_with_closure(config, "zero", degree=12)
     summary = {
-        "sgd": {"d": sgd["d"], "lr": sgd["lr"], "batch": sgd["batch"], "steps": sgd["steps"][-1],
-                "sup_minus_exact_q11": float(np.abs(np.array(sgd["series"]["S1 S1"]) - exact["S1 S1"]).max())},
-        "quadrature": {n: {"sup_minus_exact_q11": float(np.abs(np.array(c["series"]["S1 S1"]) - exact["S1 S1"]).max()),
-                           "estimate": c["error_estimate"], "seconds": c["seconds"]} for n, c in closures.items()},
+        "sgd": {
+            "d": sgd["d"],
+            "lr": sgd["lr"],
+            "batch": sgd["batch"],
+            "steps": sgd["steps"][-1],
+            "sup_minus_exact_q11": float(np.abs(np.array(sgd["series"]["S1 S1"]) - exact["S1 S1"]).max()),
+        },
+        "quadrature": {
+            n: {
+                "sup_minus_exact_q11": float(np.abs(np.array(c["series"]["S1 S1"]) - exact["S1 S1"]).max()),
+                "estimate": c["error_estimate"],
+                "seconds": c["seconds"],
+            }
+            for n, c in closures.items()
+        },
         "zero_M12": {"status": zero["status"], "stopped_at": zero["t"][-1]},
-    }  # fmt: skip
-    return {"t": grid, "exact": exact["S1 S1"], "sgd": sgd["series"]["S1 S1"],
-            "quadrature": {n: c["series"]["S1 S1"] for n, c in closures.items()}, "summary": summary}
+    }
+    return {
+        "t": grid,
+        "exact": exact["S1 S1"],
+        "sgd": sgd["series"]["S1 S1"],
+        "quadrature": {n: c["series"]["S1 S1"] for n, c in closures.items()},
+        "summary": summary,
+    }
 
 
 def write(out, grid, exact, runs, table, long):
@@ -85,24 +110,26 @@ def write(out, grid, exact, runs, table, long):
             row = [t, exact["S1 S1"][i]]
             row += [runs[M].series("S1 S1")[i] if i < len(runs[M].t) else "" for M in DEGREES]
             writer.writerow(row)
-    (out / "fig4_linear.json").write_text(json.dumps({"time_scale": "t = 4 n eta / d", "table": table,
-                                                      "long_horizon": long["summary"]}, indent=1))  # fmt: skip
+    (out / "fig4_linear.json").write_text(
+        json.dumps({"time_scale": "t = 4 n eta / d", "table": table, "long_horizon": long["summary"]}, indent=1)
+    )
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right, third) = plt.subplots(1, 3, figsize=(16, 4))
+    fig = Figure(figsize=(16, 4))
+    left, right, third = fig.subplots(1, 3)
     left.plot(grid, exact["S1 S1"], "k-", lw=3, alpha=0.4, label="closed form (d = ∞)")
     for row in table:
         result = runs[row["degree"]]
         (line,) = left.plot(result.t, result.series("S1 S1"), label=f"M = {row['degree']}")
         left.axvline(row["valid_until"], color=line.get_color(), ls=":", lw=1)
-        right.semilogy(result.t, np.abs(result.series("S1 S1") - exact["S1 S1"][: len(result.t)]) + 1e-17,
-                       color=line.get_color())  # fmt: skip
-    left.set(xlabel="t = 4nη/d", ylabel="q11 = μ(S1 S1)", ylim=(0, 2.5 * exact["S1 S1"].max()),
-             title="zero-closure truncations (dotted: valid_until)")  # fmt: skip
+        right.semilogy(
+            result.t, np.abs(result.series("S1 S1") - exact["S1 S1"][: len(result.t)]) + 1e-17, color=line.get_color()
+        )
+    left.set(
+        xlabel="t = 4nη/d",
+        ylabel="q11 = μ(S1 S1)",
+        ylim=(0, 2.5 * exact["S1 S1"].max()),
+        title="zero-closure truncations (dotted: valid_until)",
+    )
     right.set(xlabel="t = 4nη/d", ylabel="|q11(M) − exact|", ylim=(1e-16, 10), title="truncation error")
     left.legend(fontsize=8)
     third.plot(long["t"], long["exact"], "k-", lw=3, alpha=0.4, label="closed form (d = ∞)")
@@ -127,13 +154,20 @@ def main():
     write(out, grid, exact, runs, table, long)
     print(f"{'M':>3s} {'words':>6s} {'status':>8s} {'valid_until':>12s} {'sup error in window':>20s}")
     for row in table:
-        print(f"{row['degree']:3d} {row['words']:6d} {row['status']:>8s} {row['valid_until']:12.4f} "
-              f"{row['sup_error_in_window']:20.2e}")  # fmt: skip
+        print(
+            f"{row['degree']:3d} {row['words']:6d} {row['status']:>8s} {row['valid_until']:12.4f} "
+            f"{row['sup_error_in_window']:20.2e}"
+        )
     summary = long["summary"]
-    print(f"t in [0, 0.5]: SGD d={summary['sgd']['d']} vs closed form on q11 {summary['sgd']['sup_minus_exact_q11']:.2e}; "
-          + "; ".join(f"quadrature n={n} {q['sup_minus_exact_q11']:.1e} (estimate {q['estimate']:.1e})"
-                      for n, q in summary["quadrature"].items())
-          + f"; zero closure M=12: {summary['zero_M12']['status']} at t = {summary['zero_M12']['stopped_at']:.3f}")
+    print(
+        f"t in [0, 0.5]: SGD d={summary['sgd']['d']} vs closed form on q11 "
+        f"{summary['sgd']['sup_minus_exact_q11']:.2e}; "
+        + "; ".join(
+            f"quadrature n={n} {q['sup_minus_exact_q11']:.1e} (estimate {q['estimate']:.1e})"
+            for n, q in summary["quadrature"].items()
+        )
+        + f"; zero closure M=12: {summary['zero_M12']['status']} at t = {summary['zero_M12']['stopped_at']:.3f}"
+    )
     print(f"wrote {out / 'fig4_linear.png'}, .csv and .json")
 
 

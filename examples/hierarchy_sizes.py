@@ -13,6 +13,8 @@ import json
 import pathlib
 import time
 
+from matplotlib.figure import Figure
+
 from momentgen.hierarchy import Model, build
 
 CASES = {
@@ -28,22 +30,24 @@ def measure():
             for closure, obs in (("demand-driven", observables), ("all words", "all")):
                 start = time.perf_counter()
                 program = build(model, degree, obs)
-                rows.append({
-                    "model": name, "closure": closure, "degree": degree, "words": len(program.words),
-                    "nnz": program.nnz, "dropped_words": len(program.dropped_words),
-                    "seconds": round(time.perf_counter() - start, 4),
-                })  # fmt: skip
+                rows.append(
+                    {
+                        "model": name,
+                        "closure": closure,
+                        "degree": degree,
+                        "words": len(program.words),
+                        "nnz": program.nnz,
+                        "dropped_words": len(program.dropped_words),
+                        "seconds": round(time.perf_counter() - start, 4),
+                    }
+                )
                 print(f"{name:7s} M={degree:2d} {closure:14s} words={len(program.words):7d} nnz={program.nnz:8d}")
     return rows
 
 
 def plot(rows, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig = Figure(figsize=(10, 4))
+    axes = fig.subplots(1, 2)
     for ax, name in zip(axes, CASES):
         for closure, style in (("demand-driven", "o-"), ("all words", "s--")):
             sel = [r for r in rows if r["model"] == name and r["closure"] == closure]

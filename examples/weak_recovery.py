@@ -15,11 +15,12 @@ import json
 import pathlib
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from momentgen.hierarchy import Model
 from momentgen.initial import InitSpec
 from momentgen.losses import builtin
-from momentgen.simulate import sgd
+from momentgen.reference import sgd
 
 MODEL = Model("tied", 2, [1])
 LOSS = builtin("mse", L=1, K=2, activation="h1")
@@ -30,8 +31,9 @@ def first_passage(d, seed, c0, threshold, t_max, points=400):
     """First SGD step with |p12| ≥ threshold (interpolated between measurements), or None."""
     lr = c0 / (d * np.log(d))
     times = np.linspace(0.0, t_max, points)
-    run = sgd(MODEL, LOSS, INITS, d=d, lr=lr, batch=1, times=times, words=["S1 S2", "S1", "S2"], seed=seed,
-              progress=False)  # fmt: skip
+    run = sgd(
+        MODEL, LOSS, INITS, d=d, lr=lr, batch=1, times=times, words=["S1 S2", "S1", "S2"], seed=seed, progress=False
+    )
     p12 = np.abs(run.series["S1 S2"] - run.series["S1"] * run.series["S2"])
     above = np.flatnonzero(p12 >= threshold)
     if not above.size:
@@ -53,34 +55,45 @@ def main():
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     dims = [50, 100, 200, 400]
-    runs = {d: [first_passage(d, seed, args.c0, args.threshold, t_max=0.15) for seed in range(args.seeds)]
-            for d in dims}  # fmt: skip
+    runs = {
+        d: [first_passage(d, seed, args.c0, args.threshold, t_max=0.15) for seed in range(args.seeds)] for d in dims
+    }
     scaled = {d: [n / (d**2 * np.log(d)) for n in runs[d] if n is not None] for d in dims}
     mean = [float(np.mean(scaled[d])) for d in dims]
     exponent = float(np.polyfit(np.log(dims), np.log(mean), 1)[0])
-    data = {"c0": args.c0, "threshold": args.threshold, "dims": dims, "N_wr": {str(d): runs[d] for d in dims},
-            "N_wr_over_d2_log_d": {str(d): scaled[d] for d in dims}, "mean_scaled": mean,
-            "fitted_exponent_of_d": exponent}  # fmt: skip
+    data = {
+        "c0": args.c0,
+        "threshold": args.threshold,
+        "dims": dims,
+        "N_wr": {str(d): runs[d] for d in dims},
+        "N_wr_over_d2_log_d": {str(d): scaled[d] for d in dims},
+        "mean_scaled": mean,
+        "fitted_exponent_of_d": exponent,
+    }
     (out / "weak_recovery.json").write_text(json.dumps(data, indent=1))
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 3.8))
+    fig = Figure(figsize=(5, 3.8))
+    ax = fig.subplots()
     for d in dims:
         ax.plot([d] * len(scaled[d]), scaled[d], "o", color="C0", alpha=0.4)
     ax.plot(dims, mean, "k-o", label=f"mean; fitted exponent of d: {exponent:+.2f}")
-    ax.set(xscale="log", xlabel="d", ylabel="N_wr / (d² ln d)",
-           title=f"tied h1, η = {args.c0}/(d ln d), B = 1, |p12| ≥ {args.threshold}")  # fmt: skip
+    ax.set(
+        xscale="log",
+        xlabel="d",
+        ylabel="N_wr / (d² ln d)",
+        title=f"tied h1, η = {args.c0}/(d ln d), B = 1, |p12| ≥ {args.threshold}",
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "weak_recovery.png", dpi=120)
     for d in dims:
-        print(f"d={d:4d}: N_wr = {[round(n) if n is not None else None for n in runs[d]]}, "
-              f"N_wr/(d² ln d) = {np.mean(scaled[d]):.4f}")  # fmt: skip
-    print(f"fitted exponent of d in N_wr/(d² ln d): {exponent:+.3f} (0 if N_wr = Θ(d² ln d)); wrote {out}/weak_recovery.*")
+        print(
+            f"d={d:4d}: N_wr = {[round(n) if n is not None else None for n in runs[d]]}, "
+            f"N_wr/(d² ln d) = {np.mean(scaled[d]):.4f}"
+        )
+    print(
+        f"fitted exponent of d in N_wr/(d² ln d): {exponent:+.3f} (0 if N_wr = Θ(d² ln d)); wrote {out}/weak_recovery.*"
+    )
 
 
 if __name__ == "__main__":

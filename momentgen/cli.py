@@ -9,15 +9,19 @@ Subcommands:
 * ``momentgen generate-truncation CONFIG [--degree M] [--out generated/NAME.py]``: write an
   importable module (and its .npz) for a configuration file;
 * ``momentgen solve CONFIG --json OUT [--degree M] [--closure zero|quadrature|matrix-model]
-  [--size n]``: integrate with the chosen closure at two resolutions (degrees M and M − 2;
-  orders n and n − 1; sizes n and n/2) and write the trajectory, status, error estimate and
-  validity horizon;
+  [--size n] [--finite-lr]``: integrate with the chosen closure at two resolutions (degrees M and
+  M − 2; orders n and n − 1; sizes n and n/2) and write the trajectory, status, error estimate and
+  validity horizon; ``--finite-lr`` adds the finite-learning-rate term at κ = lr·d/batch;
 * ``momentgen simulate CONFIG --json OUT [--d D] [--seeds N]``: online SGD on the model's
   time axis (mean and spread over seeds);
 * ``momentgen compare CONFIG [--degrees 2,4,6,8] [--d 200,400] [--seeds N] [--out DIR]
-  [--closures zero,quadrature,matrix-model] [--theory-init finite] [--scheduler tcp://…]``:
+  [--closures zero,quadrature,matrix-model] [--theory-init finite|infinite] [--finite-lr] [--scheduler tcp://…]``:
   theory per degree and per closure, SGD and matrix flow per d; writes
-  ``DIR/compare.png`` and ``DIR/compare.json`` (with a table of sup-errors).
+  ``DIR/compare.png`` and ``DIR/compare.json`` (with a table of sup-errors); with ``--finite-lr``
+  each theory curve also at the SGD runs' own κ = lr·d/batch;
+* ``momentgen verify CONFIG [--d 100,200] [--seeds N] [--steps N] [--kappa K] [--json OUT] [--out DIR]``:
+  independent evidence with a verdict (`momentgen.verification`): drift at t = 0 vs SGD, the closure and a
+  second one, SGD at two d extrapolated to d = ∞; exit status 0 ``agree``, 1 ``disagree``.
 """
 
 import argparse
@@ -26,9 +30,19 @@ import sys
 import time
 import warnings
 
+from threadpoolctl import threadpool_limits
+
+from . import __version__
+from .closures import CLOSURES, solve_with_closure
+from .codegen import cache_dir, clear_cache
+from .comparison import compare
+from .config import load_config
+from .emit import write_module
 from .errors import MomentgenError
-from .files import ensure_writable, write_json
+from .files import ensure_writable, provenance, write_csv, write_json, write_series_csv
 from .hierarchy import Model, build, check_size
+from .reference import simulate_config
+from .verification import verify
 from .words import MODELS, enumerate_words
 
 __all__ = ["main"]
@@ -55,8 +69,10 @@ def _cmd_words(args):
     model = Model(args.model, args.K)
     size = check_size(model, args.degree, "all", max_bytes=_WORDS_MAX_BYTES)
     if size["words"] * 150 > _WORDS_MAX_BYTES:
-        raise MomentgenError(f"about {size['words']:.3g} canonical words of degree ≤ {args.degree}: too many to list "
-                             f"(limit {_WORDS_MAX_BYTES / 150:.2g}); lower the degree")  # fmt: skip
+        raise MomentgenError(
+            f"about {size['words']:.3g} canonical words of degree ≤ {args.degree}: too many to list "
+            f"(limit {_WORDS_MAX_BYTES / 150:.2g}); lower the degree"
+        )
     words = enumerate_words(args.model, args.K, args.degree)
     if args.list:
         print("\n".join(words))
@@ -80,8 +96,6 @@ def _cmd_hierarchy(args):
 
 def _load(args, **overrides):
     """The configuration of ``args.config`` with command-line overrides, validated like the file."""
-    from .config import load_config
-
     config = load_config(args.config)
     given = {table: {k: v for k, v in values.items() if v is not None} for table, values in overrides.items()}
     given = {table: values for table, values in given.items() if values}
@@ -89,8 +103,6 @@ def _load(args, **overrides):
 
 
 def _cmd_generate(args):
-    from .emit import write_module
-
     config = _load(args, truncation={"degree": args.degree})
     degree = config.section("truncation")["degree"]
     out = pathlib.Path(args.out or pathlib.Path("generated") / f"{pathlib.Path(args.config).stem}_M{degree}.py")
@@ -103,16 +115,27 @@ def _cmd_generate(args):
 
 
 def _cmd_solve(args):
-    from .closures import solve_with_closure
-
-    config = _load(args, truncation={"degree": args.degree, "closure": args.closure, "size": args.size})
+    config = _load(
+        args,
+        truncation={"degree": args.degree, "closure": args.closure, "size": args.size},
+        integrate={"finite_lr": True if args.finite_lr else None},
+    )
     ensure_writable(args.json)
     start = time.perf_counter()
     result = solve_with_closure(config)
-    write_json(args.json, result.to_json())
-    print(f"{result.model} {result.closure}: status {result.status}; {_horizon(result)}; "
-          f"{time.perf_counter() - start:.2f} s; wrote {args.json}\n  {result.message}")
+    _write_run(args.json, {**result.to_json(), "provenance": provenance(config)}, result.t, result.series)
+    rate = f" with the finite-learning-rate term (kappa = {result.kappa:.3g})" if result.kappa else ""
+    print(
+        f"{result.model} {result.closure}{rate}: status {result.status}; {_horizon(result)}; "
+        f"{time.perf_counter() - start:.2f} s; wrote {args.json}\n  {result.message}"
+    )
     return 0 if result.status in ("ok", "unverified") else 1
+
+
+def _write_run(path, data, t, series):
+    """The JSON and, next to it, the same curves as CSV (``.csv`` for the JSON's suffix)."""
+    write_json(path, data)
+    write_series_csv(pathlib.Path(path).with_suffix(".csv"), t, series)
 
 
 def _horizon(result):
@@ -122,7 +145,10 @@ def _horizon(result):
         if result.error_estimate is None:
             return "no error estimate (see the message)"
         bound = "" if result.estimate_is_bound else " (not a bound)"
-        return f"error estimate {result.error_estimate:.2g}{bound}; within validity_tol until {result.valid_until:.4g} on {scale}"
+        return (
+            f"error estimate {result.error_estimate:.2g}{bound}; within validity_tol until "
+            f"{result.valid_until:.4g} on {scale}"
+        )
     if "hierarchy is closed" in result.message:
         return f"exact (closed system) until {result.valid_until:.4g} on {scale}"
     if not result.valid_until:
@@ -135,14 +161,14 @@ def _seed_list(config, n):
 
 
 def _cmd_simulate(args):
-    from .simulate import simulate_config
-
     config = _load(args, sgd={"d": args.d, "seeds": None if args.seeds is None else list(range(args.seeds))})
     ensure_writable(args.json)
     result = simulate_config(config)
-    write_json(args.json, result)
-    print(f"SGD {result['model']} d={result['d']} eta={result['lr']} B={result['batch']} seeds={result['seeds']}: "
-          f"status {result['status']}, {result['steps'][-1]} steps in {result['seconds']:.1f} s; wrote {args.json}")  # fmt: skip
+    _write_run(args.json, {**result, "provenance": provenance(config)}, result["t"], result["series"])
+    print(
+        f"SGD {result['model']} d={result['d']} eta={result['lr']} B={result['batch']} seeds={result['seeds']}: "
+        f"status {result['status']}, {result['steps'][-1]} steps in {result['seconds']:.1f} s; wrote {args.json}"
+    )
     if result["status"] != "ok":
         print(f"  {result['message']}", file=sys.stderr)
         return 1
@@ -150,10 +176,7 @@ def _cmd_simulate(args):
 
 
 def _cmd_compare(args):
-    from .closures import CLOSURES
-    from .compare import compare
-
-    config = _load(args)
+    config = _load(args, integrate={"finite_lr": True if args.finite_lr else None})
     degrees = _int_list(args.degrees, "--degrees") or [config.section("truncation")["degree"]]
     dims = _int_list(args.d, "--d") or [config.section("sgd")["d"]]
     closures = args.closures.split(",") if args.closures else [config.section("truncation")["closure"]]
@@ -166,14 +189,66 @@ def _cmd_compare(args):
         config.replace(sgd={"d": d})
     out = pathlib.Path(args.out)
     ensure_writable(out / "compare.json", out / "compare.png")
-    data = compare(config, degrees, dims, _seed_list(config, args.seeds), out, scheduler=args.scheduler,
-                   n_jobs=args.jobs, closures=closures, theory_init=args.theory_init)  # fmt: skip
+    data = compare(
+        config,
+        degrees,
+        dims,
+        _seed_list(config, args.seeds),
+        out,
+        scheduler=args.scheduler,
+        n_jobs=args.jobs,
+        closures=closures,
+        theory_init=args.theory_init,
+    )
     print(f"{'observable':14s} {'comparison':12s} {'theory':>20s} {'d':>5s} {'sup error':>10s} {'in window':>10s}")
     for row in data["table"]:
         valid = "—" if row["sup_error_valid"] is None or row["valid_until"] == 0 else f"{row['sup_error_valid']:.2e}"
-        print(f"{row['observable']:14s} {row['comparison']:12s} {row['theory'] or '':>20s} {row['d']:5d} "
-              f"{row['sup_error']:10.2e} {valid:>10s}")  # fmt: skip
+        print(
+            f"{row['observable']:14s} {row['comparison']:12s} {row['theory'] or '':>20s} {row['d']:5d} "
+            f"{row['sup_error']:10.2e} {valid:>10s}"
+        )
     print(f"wrote {out}/compare.png and compare.json in {data['seconds']:.1f} s")
+
+
+def _cmd_verify(args):
+    config = _load(args)
+    dims = _int_list(args.d, "--d") or [100, 200]
+    if len(dims) != 2:
+        raise MomentgenError(f"--d takes two dimensions d1,d2, got {args.d!r}")
+    for d in dims:
+        config.replace(sgd={"d": d})
+    outputs = ([args.json] if args.json else []) + ([pathlib.Path(args.out) / "verify.json"] if args.out else [])
+    ensure_writable(*outputs)
+    result = verify(config, dims, list(range(args.seeds)), steps=args.steps, kappa=args.kappa, out=args.out)
+    if args.json:
+        write_json(args.json, {**result.to_json(), "provenance": provenance(config)})
+        rows = [[name, check["passed"], check["message"]] for name, check in result.checks.items()]
+        write_csv(pathlib.Path(args.json).with_suffix(".csv"), ["check", "passed", "message"], rows)
+    for name, check in result.checks.items():
+        mark = {True: "pass", False: "FAIL", None: "—"}[check["passed"]]
+        print(f"{name:12s} {mark:5s} {check['message']}")
+    print(f"verdict: {result.verdict}" + (f" — {result.message}" if result.verdict != "agree" else ""))
+    return 0 if result.verdict == "agree" else 1
+
+
+def _cmd_cache(args):
+    folder = cache_dir() / "kernels"
+    kernels = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+    if args.action == "info":
+        size = sum(p.stat().st_size for p in kernels if p.is_file())
+        print(f"kernel cache {folder}: {len(kernels)} files, {size / 1e6:.1f} MB")
+        return 0
+    removed = clear_cache()
+    print(f"removed {removed} files from {folder}")
+    return 0
+
+
+def _cmd_latex(args):
+    config = _load(args, truncation={"degree": args.degree})
+    truncation = config.section("truncation")
+    program = build(config.model, truncation["degree"], truncation["observables"], max_bytes=config.max_bytes)
+    print(program.to_latex(limit=args.words))
+    return 0
 
 
 def _int_list(text, option):
@@ -188,6 +263,7 @@ def _int_list(text, option):
 
 def _parser():
     parser = argparse.ArgumentParser(prog="momentgen", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"momentgen {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     words = sub.add_parser("words", help="count or list canonical words")
@@ -200,9 +276,7 @@ def _parser():
     _model_arguments(hierarchy)
     hierarchy.add_argument("--trainable", type=_positive_int, nargs="+", default=None, help="1-based trainable indices")
     hierarchy.add_argument("--degree", type=_positive_int, required=True, help="truncation degree M")
-    hierarchy.add_argument(
-        "--observables", nargs="*", default=[], help='words in text syntax, e.g. "S1 S2", or: all'
-    )
+    hierarchy.add_argument("--observables", nargs="*", default=[], help='words in text syntax, e.g. "S1 S2", or: all')
     hierarchy.add_argument("--why", nargs="*", default=[], help="words whose presence to explain")
     hierarchy.set_defaults(run=_cmd_hierarchy)
 
@@ -215,10 +289,16 @@ def _parser():
     solve = sub.add_parser("solve", help="integrate a truncation with its validity horizon")
     solve.add_argument("config", help="TOML configuration file")
     solve.add_argument("--json", required=True, help="output JSON path")
-    solve.add_argument("--degree", type=_positive_int,
-                       help="override [truncation] degree (quadrature: order n = (M - 1) // 2)")  # fmt: skip
+    solve.add_argument(
+        "--degree", type=_positive_int, help="override [truncation] degree (quadrature: order n = (M - 1) // 2)"
+    )
     solve.add_argument("--closure", help="zero | quadrature | matrix-model (default: [truncation] closure)")
     solve.add_argument("--size", type=_positive_int, help="matrix-model size n (default: [truncation] size)")
+    solve.add_argument(
+        "--finite-lr",
+        action="store_true",
+        help="add the finite-learning-rate term at kappa = lr*d/batch of [sgd] (as [integrate] finite_lr = true)",
+    )
     solve.set_defaults(run=_cmd_solve)
 
     simulate = sub.add_parser("simulate", help="run the online-SGD reference")
@@ -236,10 +316,42 @@ def _parser():
     comparison.add_argument("--out", default="out/compare", help="output directory")
     comparison.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://127.0.0.1:8786")
     comparison.add_argument("--jobs", type=_positive_int, help="local worker processes (default 2)")
-    comparison.add_argument("--closures", help="comma-separated: zero, quadrature, matrix-model (default: the config's)")
-    comparison.add_argument("--theory-init", choices=("infinite", "finite"), default="infinite",
-                            help="start the theory from d = ∞ moments or from each d's SGD matrices (seed 0)")
+    comparison.add_argument(
+        "--closures", help="comma-separated: zero, quadrature, matrix-model (default: the config's)"
+    )
+    comparison.add_argument(
+        "--theory-init",
+        choices=("infinite", "finite"),
+        default="finite",
+        help="start the theory from each d's SGD matrices (seed 0; default: a d = ∞ start makes a right "
+        "theory look wrong at small d) or from the d = ∞ moments",
+    )
+    comparison.add_argument(
+        "--finite-lr",
+        action="store_true",
+        help="also draw each theory curve with the finite-learning-rate term at the runs' kappa = lr*d/batch",
+    )
     comparison.set_defaults(run=_cmd_compare)
+
+    check = sub.add_parser("verify", help="independent evidence for a configuration, with a verdict")
+    check.add_argument("config", help="TOML configuration file")
+    check.add_argument("--d", help="two comma-separated SGD dimensions (default 100,200)")
+    check.add_argument("--seeds", type=_positive_int, default=4, help="SGD seeds of the finite-d leg (default 4)")
+    check.add_argument("--steps", type=_positive_int, default=2000, help="SGD steps of the drift check (default 2000)")
+    check.add_argument("--kappa", type=float, help="kappa = lr*d/batch of every SGD run (default: the config's)")
+    check.add_argument("--json", help="output JSON path")
+    check.add_argument("--out", help="folder for verify.json and verify.png")
+    check.set_defaults(run=_cmd_verify)
+
+    cache = sub.add_parser("cache", help="the compiled-kernel cache: show where it is, or clear it")
+    cache.add_argument("action", choices=("info", "clear"))
+    cache.set_defaults(run=_cmd_cache)
+
+    latex = sub.add_parser("latex", help="print the derived hierarchy of the observables as LaTeX equations")
+    latex.add_argument("config", help="TOML configuration file")
+    latex.add_argument("--degree", type=_positive_int, help="override [truncation] degree")
+    latex.add_argument("--words", type=_positive_int, default=12, help="equations to print at most (default 12)")
+    latex.set_defaults(run=_cmd_latex)
     return parser
 
 
@@ -249,8 +361,6 @@ def main(argv=None):
 
     Runs with one BLAS thread (on the 2-core machines two threads made SGD up to 16× slower).
     """
-    from threadpoolctl import threadpool_limits
-
     args = _parser().parse_args(argv)
     try:
         with threadpool_limits(1, "blas"), warnings.catch_warnings():

@@ -30,6 +30,7 @@ import numpy as np
 
 from .errors import ModelError
 from .flow import run as run_flow
+from .flow import run_stochastic
 from .hierarchy import build
 from .initial import initial_representation, law_factors, matrix_moments
 from .integrate import audited, last_time_within, solve, validity_horizon
@@ -39,8 +40,16 @@ from .results import Result
 from .truncation import Truncation
 from .words import canonical, parse
 
-__all__ = ["Closure", "FlowClosure", "ZeroClosure", "QuadratureClosure", "MatrixModelClosure", "CLOSURES",
-           "solve_with_closure", "traciality_pairs"]  # fmt: skip
+__all__ = [
+    "Closure",
+    "FlowClosure",
+    "ZeroClosure",
+    "QuadratureClosure",
+    "MatrixModelClosure",
+    "CLOSURES",
+    "solve_with_closure",
+    "traciality_pairs",
+]
 
 
 class Closure:
@@ -69,21 +78,12 @@ class ZeroClosure(Closure):
         integrate = problem.integrate
         M = config.section("truncation")["degree"] if degree is None else degree
         observables = config.section("truncation")["observables"]
-        runs, closed, fast = {}, None, {}
+        runs, fast, closed = {}, {}, False
         for m in [M] + ([M - 2] if M - 2 >= 2 else []):  # degree M first: an error names the degree asked for
             listed = observables if m == M or observables == "all" else [w for w in observables if len(w.split()) <= m]
-            program = build(model, m, listed, max_bytes=config.max_bytes)
-            truncation = Truncation(program, problem.potential, problem.gamma, means=problem.means)
-            y0 = problem.initial_moments(program.word_codes)
-            if not model.family.centred:
-                times, means = truncation.fast_phase(y0, integrate["fast_T"])
-                fast = fast or {"fast_t": times, "fast_m": means, "m_star": truncation.m.copy()}
-            start = truncation.branch
-            runs[m] = audited(problem.potential, lambda: solve(truncation, y0, integrate["T"], integrate["points"],
-                                                               integrate["method"], integrate["rtol"],
-                                                               integrate["atol"]),
-                              reset=lambda: setattr(truncation, "branch", start))  # fmt: skip
-            closed = closed if closed is not None else len(program.dropped_packed) == 0
+            runs[m], fast_m, closed_m = self._degree(problem, m, listed)
+            fast = fast or fast_m
+            closed = closed_m if m == M else closed
         fine = runs[M]
         chosen = fine.words if observables == "all" else [canonical(w, model.kind) for w in observables]
         words = list(dict.fromkeys(chosen + [w for w in fine.words if len(w.split()) <= 2]))
@@ -91,12 +91,52 @@ class ZeroClosure(Closure):
         message = fine.message
         if closed:
             message = f"the {model.kind} model's hierarchy is closed: solved exactly (no closure needed); {message}"
-        return Result(model.kind, self.name, model.time_scale, fine.t, series, _derived(model, fine.t, series),
-                      fine.status, message, validity_horizon(fine, runs.get(M - 2), words,
-                                                             integrate["validity_tol"], closed),
-                      degree=M, potential=problem.potential.accuracy_report(), fast=fast,
-                      extra={"method": fine.method, "nfev": fine.nfev, "seconds": fine.seconds},
-                      config_hash=config.digest)  # fmt: skip
+        return Result(
+            model.kind,
+            self.name,
+            model.time_scale,
+            fine.t,
+            series,
+            _derived(model, fine.t, series),
+            fine.status,
+            message,
+            validity_horizon(fine, runs.get(M - 2), words, integrate["validity_tol"], closed),
+            degree=M,
+            potential=problem.potential.accuracy_report(),
+            fast=fast,
+            extra={"method": fine.method, "nfev": fine.nfev, "seconds": fine.seconds},
+            config_hash=config.digest,
+            kappa=problem.kappa,
+        )
+
+    def _degree(self, problem, degree, observables):
+        """One degree, audited: (`SolveResult`, the fast phase or {}, whether the program is closed)."""
+        integrate = problem.integrate
+        noise = problem.kappa > 0
+        program = build(problem.model, degree, observables, max_bytes=problem.config.max_bytes, noise=noise)
+        truncation = Truncation(program, problem.potential, problem.gamma, means=problem.means, kappa=problem.kappa)
+        y0 = problem.initial_moments(program.word_codes)
+        fast = {}
+        if not problem.family.centred:
+            times, means = truncation.fast_phase(y0, integrate["fast_T"])
+            fast = {"fast_t": times, "fast_m": means, "m_star": truncation.m.copy()}
+        start = truncation.branch
+
+        def run():
+            return solve(
+                truncation,
+                y0,
+                integrate["T"],
+                integrate["points"],
+                integrate["method"],
+                integrate["rtol"],
+                integrate["atol"],
+            )
+
+        def reset():
+            truncation.branch = start
+
+        return audited(problem.potential, run, reset=reset), fast, len(program.dropped_packed) == 0
 
 
 class FlowClosure(Closure):
@@ -104,7 +144,7 @@ class FlowClosure(Closure):
 
     Subclasses give ``legs(problem, degree, size)`` → (label, {leg name: resolution}), the leg
     ``"fine"`` being the reported one; ``run(problem, resolution, means)`` → `momentgen.flow.FlowRun`
-    (or None when that resolution does not exist); and ``bounded(runs)`` → (True/False/None,
+    (or None when that resolution does not exist); and ``bounded(problem, runs)`` → (True/False/None,
     why). The estimate at time t is the running maximum over [0, t] of the largest difference
     between the fine leg and any other, relative to max(1, |μ|), plus the flow's integration
     tolerance; ``valid_until`` is the first time it exceeds ``[integrate] validity_tol``. When
@@ -120,8 +160,9 @@ class FlowClosure(Closure):
         start = time.perf_counter()
         fast = problem.fast_phase()
         means = fast.get("m_star", problem.means)  # the slow phase starts on the slaved branch the fast phase reached
-        runs = audited(problem.potential, lambda: {name: self.run(problem, resolution, means)
-                                                   for name, resolution in legs.items()})  # fmt: skip
+        runs = audited(
+            problem.potential, lambda: {name: self.run(problem, resolution, means) for name, resolution in legs.items()}
+        )
         runs = {name: run for name, run in runs.items() if run is not None}
         stopped = [run for run in runs.values() if run.status != "ok"]
         reached = min(len(run.t) for run in runs.values())
@@ -133,7 +174,7 @@ class FlowClosure(Closure):
                 gap = np.abs(fine.series[w][:reached] - run.series[w][:reached])
                 difference = np.maximum(difference, gap / np.maximum(1.0, np.abs(fine.series[w][:reached])))
         estimate = np.maximum.accumulate(difference) + self.tolerance
-        bounded, why = self.bounded(runs)
+        bounded, why = self.bounded(problem, runs)
         if bounded is None:  # nothing to compare with: no estimate at all, and no window
             estimate, bounded = np.full(reached, np.inf), False
         status, message = ("ok" if bounded else "unverified"), f"{label}; estimate: {why}"
@@ -142,14 +183,32 @@ class FlowClosure(Closure):
         series = {w: fine.series[w][:reached] for w in words}
         error_series = {"estimate": [float(e) if np.isfinite(e) else None for e in estimate]}
         error_series.update({k: v[:reached] for k, v in fine.info.get("error_series", {}).items()})
-        return Result(model.kind, self.name, model.time_scale, t, series, _derived(model, t, series), status, message,
-                      last_time_within(t, estimate, integrate["validity_tol"]), degree=degree,
-                      size=legs["fine"][0], error_estimate=float(estimate[-1]) if np.isfinite(estimate[-1]) else None,
-                      estimate_is_bound=bounded, error_series=error_series,
-                      potential=problem.potential.accuracy_report(), fast=fast,
-                      extra={"method": "DOP853", "nfev": fine.info.get("nfev", 0), "estimate_legs": sorted(runs),
-                             "seconds": time.perf_counter() - start},
-                      config_hash=problem.config.digest)  # fmt: skip
+        return Result(
+            model.kind,
+            self.name,
+            model.time_scale,
+            t,
+            series,
+            _derived(model, t, series),
+            status,
+            message,
+            last_time_within(t, estimate, integrate["validity_tol"]),
+            degree=degree,
+            size=legs["fine"][0],
+            error_estimate=float(estimate[-1]) if np.isfinite(estimate[-1]) else None,
+            estimate_is_bound=bounded,
+            error_series=error_series,
+            potential=problem.potential.accuracy_report(),
+            fast=fast,
+            extra={
+                "method": "DOP853",
+                "nfev": fine.info.get("nfev", 0),
+                "estimate_legs": sorted(runs),
+                "seconds": time.perf_counter() - start,
+            },
+            config_hash=problem.config.digest,
+            kappa=problem.kappa,
+        )
 
 
 class MatrixModelClosure(FlowClosure):
@@ -164,23 +223,47 @@ class MatrixModelClosure(FlowClosure):
     name = "matrix-model"
 
     def legs(self, problem, degree, size):
+        stochastic = problem.kappa > 0
         if problem.factors is not None:
             d = problem.family.dimension(problem.factors[0])
+            if stochastic:
+                return (
+                    f"stochastic matrix model of the given d = {d} matrices (kappa = {problem.kappa:g})",
+                    {"fine": ("given", 0), "seed": ("given", 1)},
+                )
             return f"matrix flow of the given d = {d} matrices (exact: no closure)", {"fine": ("given", 0)}
         n = size or problem.config.section("truncation")["size"]
-        return f"matrix model of size {n}", {"fine": (n, 0), "coarse": (max(2, n // 2), 0)}
+        label = (
+            f"stochastic matrix model of size {n} (kappa = {problem.kappa:g})"
+            if stochastic
+            else f"matrix model of size {n}"
+        )
+        return label, {"fine": (n, 0), "coarse": (max(2, n // 2), 1 if stochastic else 0)}
 
-    def bounded(self, runs):
+    def bounded(self, problem, runs):
         if set(runs) == {"fine"}:
             return True, "integration tolerance of the exact matrix flow"
-        return False, ("difference of sizes n and n/2 — not a bound (quantile spectra and random Haar mixing "
-                       "converge unevenly); cross-check with the quadrature closure")
+        if set(runs) == {"fine", "seed"}:
+            return False, "difference of two noise seeds — not a bound (it misses the O(1/d) bias of this size)"
+        if problem.kappa > 0:
+            return False, (
+                "difference of sizes n and n/2 with independent noise — not a bound (it misses the "
+                "weak error O(kappa dt) of the time stepping and the O(kappa^2) of the expansion)"
+            )
+        return False, (
+            "difference of sizes n and n/2 — not a bound (quantile spectra and random Haar mixing "
+            "converge unevenly); cross-check with the quadrature closure"
+        )
 
     def run(self, problem, resolution, means):
         size, seed = resolution
         model = problem.model
         factors = problem.factors if size == "given" else law_factors(model, problem.specs, size, seed=seed)
         codes = [parse(w, model.kind, model.K) for w in problem.words]
+        if problem.kappa > 0:  # the finite-learning-rate term: the stochastic matrix model
+            return run_stochastic(
+                model, factors, problem.source(means), times=problem.times, codes=codes, texts=problem.words, seed=seed
+            )
         return run_flow(model, factors, problem.source(means), times=problem.times, codes=codes, texts=problem.words)
 
 
@@ -214,17 +297,25 @@ class QuadratureClosure(FlowClosure):
             legs["coarse"] = (n - 1, "gauss")
         return f"quadrature closure of order n = {n}", legs
 
-    def bounded(self, runs):
+    def bounded(self, problem, runs):
         if "radau" in runs:
             return True, "largest difference to the Gauss–Radau variant and to order n − 1 (running maximum)"
         if "coarse" not in runs:
             return None, "none: order 1 has neither a Gauss–Radau variant nor an order 0 to compare"
-        return False, ("difference of orders n and n − 1 only — not a bound (no Gauss–Radau variant for these "
-                       "letters); cross-check with the matrix-model closure")
+        return False, (
+            "difference of orders n and n − 1 only — not a bound (no Gauss–Radau variant for these "
+            "letters); cross-check with the matrix-model closure"
+        )
 
     def solve(self, problem, degree=None, size=None):
         if problem.family.closed:
             return ZeroClosure().solve(problem, degree)
+        if problem.kappa > 0:
+            raise ModelError(
+                "the quadrature closure cannot carry the finite-learning-rate term (its Itô pair term is not "
+                'a drift of the compressed letters): use closure = "matrix-model" (a stochastic matrix model) '
+                'or "zero"'
+            )
         return super().solve(problem, degree, size)
 
     def run(self, problem, resolution, means):
@@ -234,15 +325,22 @@ class QuadratureClosure(FlowClosure):
         codes = [parse(w, model.kind, model.K) for w in problem.words]
         read = {c for word in codes if len(word) > 1 for c in word}
         generators = set(model.family.driving_letters(model)) | read  # letters read only alone ride along
-        representation = initial_representation(model, problem.specs, n, oracle, generators=generators,
-                                                variant=variant)  # fmt: skip
+        representation = initial_representation(model, problem.specs, n, oracle, generators=generators, variant=variant)
         if representation is None:
             return None
         pairs = traciality_pairs(model)
         probes = [w for x, y in pairs for w in ((x, x, y), (x, y, x))]
         parts = model.family.factor_parts(representation.letters, 1e-12)
-        run = run_flow(model, parts, problem.source(means), times=problem.times, codes=codes, texts=problem.words,
-                       read=vector_moments, probes=probes)  # fmt: skip
+        run = run_flow(
+            model,
+            parts,
+            problem.source(means),
+            times=problem.times,
+            codes=codes,
+            texts=problem.words,
+            read=vector_moments,
+            probes=probes,
+        )
         defect = np.abs(run.probes[:, 0::2] - run.probes[:, 1::2]).max(axis=1) if probes else np.zeros(len(run.t))
         run.info["error_series"] = {"traciality_defect": defect}
         return run
@@ -259,11 +357,12 @@ def traciality_pairs(model):
 CLOSURES = {closure.name: closure for closure in (ZeroClosure(), QuadratureClosure(), MatrixModelClosure())}
 
 
-def solve_with_closure(config, closure=None, degree=None, size=None, factors=None):
+def solve_with_closure(config, closure=None, degree=None, size=None, factors=None, kappa=None):
     """Solve ``config`` with the named closure (default: ``[truncation] closure``): the run pipeline
     Config → `Problem` → closure → `Result`. ``factors``: start from these finite-d matrices'
-    moments instead of the d = ∞ initial law (a from-file init gives its own)."""
+    moments instead of the d = ∞ initial law (a from-file init gives its own). ``kappa``: κ = ηd/B
+    of the finite-learning-rate term (default `Config.kappa`)."""
     name = closure or config.section("truncation")["closure"]
     if name not in CLOSURES:
         raise ModelError(f"unknown closure {name!r}: choose one of {', '.join(CLOSURES)}")
-    return CLOSURES[name].solve(Problem.from_config(config, factors), degree=degree, size=size)
+    return CLOSURES[name].solve(Problem.from_config(config, factors, kappa=kappa), degree=degree, size=size)

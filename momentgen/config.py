@@ -46,6 +46,8 @@ range), so that a wrong one stops with one line that names it::
     atol = 1e-10
     validity_tol = 1e-4    # valid_until: first time degrees M and M − 2 differ by more
     fast_T = 20.0          # untied only: fast-phase horizon on t = nη
+    finite_lr = false      # add the finite-learning-rate term with κ = lr·d/batch of [sgd] (then
+                           # [sgd] must give d, lr and batch; κ < 1)
 
     [sgd]                  # the reference simulation (online SGD)
     d = 200
@@ -148,9 +150,18 @@ def _index_list(value):
     return value
 
 
+def _boolean(value):
+    if not isinstance(value, bool):
+        raise ValueError("must be true or false")
+    return value
+
+
 def _seeds(value):
-    if not isinstance(value, list) or not value or any(isinstance(s, bool) or not isinstance(s, int) or s < 0
-                                                       for s in value):  # fmt: skip
+    if (
+        not isinstance(value, list)
+        or not value
+        or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in value)
+    ):
         raise ValueError("must be a non-empty list of integers ≥ 0, e.g. [0, 1]")
     return value
 
@@ -183,24 +194,56 @@ METHODS = ("LSODA", "Radau", "BDF", "DOP853", "RK45")  # the ODE methods of mome
 CLOSURES = ("zero", "quadrature", "matrix-model")
 #: Every table and key: (default, validator).
 _SCHEMA = {
-    "model": {"kind": (REQUIRED, _choice(*models.KINDS, what="model kind")), "L": (1, _integer(1, 8)),
-              "K": (REQUIRED, _integer(1, 64)), "trainable": (None, _optional(_index_list)),
-              "gamma": (0.0, _non_negative), "C": (None, _covariance)},
-    "loss": {"builtin": (None, _optional(_choice("mse", "softmax-mse"))), "expression": (None, _optional(_string)),
-             "activation": (None, _optional(_string)), "student": ([1], _index_list), "teacher": ([2], _index_list),
-             "rtol": (1e-8, _fraction)},
-    "init": {"kind": ("gaussian", _choice("gaussian", "identity", "from-file")), "width_ratio": (1.0, _positive),
-             "scale": (1.0, _positive), "scale_U": (1.0, _positive), "scale_V": (1.0, _positive),
-             "c": (1.0, _number), "path": (None, _optional(_string)), "mean": (None, _optional(_number))},
-    "truncation": {"degree": (REQUIRED, _integer(1)), "observables": ("all", _observables),
-                   "closure": ("zero", _choice(*CLOSURES)), "size": (400, _integer(2, 20_000)),
-                   "max_memory_gb": (8.0, _positive)},
-    "integrate": {"T": (REQUIRED, _positive), "points": (51, _integer(2, 1_000_000)),
-                  "method": ("LSODA", _choice(*METHODS)), "rtol": (1e-8, _fraction), "atol": (1e-10, _positive),
-                  "validity_tol": (1e-4, _positive), "fast_T": (20.0, _positive)},
-    "sgd": {"d": (200, _integer(1, 100_000)), "lr": (0.016, _positive), "batch": (256, _integer(1, 10_000_000)),
-            "seeds": ([0], _seeds)},
-}  # fmt: skip
+    "model": {
+        "kind": (REQUIRED, _choice(*models.KINDS, what="model kind")),
+        "L": (1, _integer(1, 8)),
+        "K": (REQUIRED, _integer(1, 64)),
+        "trainable": (None, _optional(_index_list)),
+        "gamma": (0.0, _non_negative),
+        "C": (None, _covariance),
+    },
+    "loss": {
+        "builtin": (None, _optional(_choice("mse", "softmax-mse"))),
+        "expression": (None, _optional(_string)),
+        "activation": (None, _optional(_string)),
+        "student": ([1], _index_list),
+        "teacher": ([2], _index_list),
+        "rtol": (1e-8, _fraction),
+    },
+    "init": {
+        "kind": ("gaussian", _choice("gaussian", "identity", "from-file")),
+        "width_ratio": (1.0, _positive),
+        "scale": (1.0, _positive),
+        "scale_U": (1.0, _positive),
+        "scale_V": (1.0, _positive),
+        "c": (1.0, _number),
+        "path": (None, _optional(_string)),
+        "mean": (None, _optional(_number)),
+    },
+    "truncation": {
+        "degree": (REQUIRED, _integer(1)),
+        "observables": ("all", _observables),
+        "closure": ("zero", _choice(*CLOSURES)),
+        "size": (400, _integer(2, 20_000)),
+        "max_memory_gb": (8.0, _positive),
+    },
+    "integrate": {
+        "T": (REQUIRED, _positive),
+        "points": (51, _integer(2, 1_000_000)),
+        "method": ("LSODA", _choice(*METHODS)),
+        "rtol": (1e-8, _fraction),
+        "atol": (1e-10, _positive),
+        "validity_tol": (1e-4, _positive),
+        "fast_T": (20.0, _positive),
+        "finite_lr": (False, _boolean),
+    },
+    "sgd": {
+        "d": (200, _integer(1, 100_000)),
+        "lr": (0.016, _positive),
+        "batch": (256, _integer(1, 10_000_000)),
+        "seeds": ([0], _seeds),
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -209,6 +252,7 @@ class Config:
 
     raw: dict
     source: str = None
+    given: frozenset = frozenset()  # "table.key" the user set (the rest are defaults)
     model: Model = field(init=False)
 
     def __post_init__(self):
@@ -234,7 +278,8 @@ class Config:
                     raw["init"][str(k)].update(keys)
             else:
                 raw[table].update(values)
-        return parse_config(raw, self.source)
+        given = self.given | {f"{table}.{key}" for table, values in tables.items() if table != "init" for key in values}
+        return parse_config(raw, self.source, given=given)
 
     @property
     def max_bytes(self):
@@ -244,6 +289,15 @@ class Config:
     @property
     def digest(self):
         return hashlib.sha256(json.dumps(self.raw, sort_keys=True).encode()).hexdigest()
+
+    @property
+    def kappa(self):
+        """κ = ηd/B of the finite-learning-rate term: ``lr·d/batch`` of [sgd] when ``[integrate]
+        finite_lr`` is on, else 0 (the ηd/B → 0 hierarchy)."""
+        if not self.raw["integrate"]["finite_lr"]:
+            return 0.0
+        sgd = self.raw["sgd"]
+        return sgd["lr"] * sgd["d"] / sgd["batch"]
 
     def loss(self):
         """The `momentgen.losses.Loss` of the [loss] table."""
@@ -271,8 +325,10 @@ class Config:
         kind, K = self.model.kind, self.model.K
         observables = self.raw["truncation"]["observables"]
         listed = [] if observables == "all" else [canonical(w, kind) for w in observables]
-        required = sorted({canonical(w, kind) for w, _ in self.model.family.required_words(self.model)},
-                          key=lambda w: (len(w.split()), parse(w, kind, K)))  # fmt: skip
+        required = sorted(
+            {canonical(w, kind) for w, _ in self.model.family.required_words(self.model)},
+            key=lambda w: (len(w.split()), parse(w, kind, K)),
+        )
         return list(dict.fromkeys(listed + required))
 
     def file_dimension(self):
@@ -311,15 +367,41 @@ def _check_file_means(inits, means):
     """An explicit `mean` of a from-file init must be the file's own Tr(M_k)/√d."""
     for k, spec in sorted(inits.items()):
         file_mean = means[k - 1]
-        if spec.kind == "from-file" and spec.mean is not None and not np.isclose(spec.mean, file_mean, rtol=1e-9,
-                                                                                 atol=1e-9):  # fmt: skip
-            raise ConfigError(f"[init.{k}] mean = {spec.mean:.6g} contradicts the file {spec.path!r}, whose "
-                              f"Tr(M_{k})/√d = {file_mean:.6g}: drop `mean` (the file's value is used) or fix the file")
+        if (
+            spec.kind == "from-file"
+            and spec.mean is not None
+            and not np.isclose(spec.mean, file_mean, rtol=1e-9, atol=1e-9)
+        ):
+            raise ConfigError(
+                f"[init.{k}] mean = {spec.mean:.6g} contradicts the file {spec.path!r}, whose "
+                f"Tr(M_{k})/√d = {file_mean:.6g}: drop `mean` (the file's value is used) or fix the file"
+            )
 
 
-def load_config(path):
-    """Read and validate a TOML configuration file."""
-    path = pathlib.Path(path)
+def load_config(source, **overrides):
+    """Read and validate a configuration: a TOML file's path, a dict with the same tables, an example's
+    name (``"fig4_linear"``: `momentgen.examples`) or a `Config`; ``overrides`` change keys per table,
+    validated like the file's, e.g. ``load_config("fig4_linear", truncation={"degree": 6})``."""
+    if isinstance(source, Config):
+        config = source
+    elif isinstance(source, dict):
+        config = parse_config(copy.deepcopy(source))
+    else:
+        config = _read_toml(_locate(source))
+    return config.replace(**overrides) if overrides else config
+
+
+def _locate(source):
+    """A path, or a shipped example's name (no suffix, no folder) when no such file exists."""
+    path = pathlib.Path(source)
+    if not path.exists() and path.suffix == "" and path.parent == pathlib.Path("."):
+        from .examples import config_path  # noqa: PLC0415 - examples imports this module
+
+        return config_path(str(source))
+    return path
+
+
+def _read_toml(path):
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
@@ -331,33 +413,43 @@ def load_config(path):
     return parse_config(data, source=str(path))
 
 
-def parse_config(data, source=None):
+def parse_config(data, source=None, given=None):
     """Validate a configuration given as a dict (the parsed TOML), filling in defaults.
 
     Every key is checked here (type, finiteness, range) — one validation for every command; a
     wrong one is a `ConfigError` whose one line names the table, the key, what is required and
-    what was given.
+    what was given. ``given``: the ``"table.key"`` names the user set (default: those in ``data``).
     """
     where = f"{source}: " if source else ""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}a configuration is a table of tables, got {type(data).__name__}")
     _check_keys(data, _SCHEMA, where, "top level")
-    raw = {table: _table(data.get(table, {}), fields, where, f"[{table}]")
-           for table, fields in _SCHEMA.items() if table != "init"}  # fmt: skip
+    raw = {
+        table: _table(data.get(table, {}), fields, where, f"[{table}]")
+        for table, fields in _SCHEMA.items()
+        if table != "init"
+    }
     K = raw["model"]["K"]
-    given = data.get("init", {})
-    if not isinstance(given, dict):
+    init_tables = data.get("init", {})
+    if not isinstance(init_tables, dict):
         raise ConfigError(f"{where}[init] must hold tables [init.1] … [init.{K}]")
-    extra = sorted(set(given) - {str(k) for k in range(1, K + 1)})
+    extra = sorted(set(init_tables) - {str(k) for k in range(1, K + 1)})
     if extra:
         raise ConfigError(f"{where}[init.{extra[0]}] is not an index 1..{K}")
-    missing = [k for k in range(1, K + 1) if str(k) not in given]
+    missing = [k for k in range(1, K + 1) if str(k) not in init_tables]
     if missing:
         raise ConfigError(f"{where}missing [init.{missing[0]}]: every index 1..{K} needs an initialisation")
-    raw["init"] = {str(k): _table(given[str(k)], _SCHEMA["init"], where, f"[init.{k}]") for k in range(1, K + 1)}
-    _check_together(raw, data, where)
+    raw["init"] = {str(k): _table(init_tables[str(k)], _SCHEMA["init"], where, f"[init.{k}]") for k in range(1, K + 1)}
+    if given is None:
+        given = frozenset(
+            f"{table}.{key}"
+            for table, values in data.items()
+            if table != "init" and isinstance(values, dict)
+            for key in values
+        )
+    _check_together(raw, given, where)
     try:
-        config = Config(raw, source)
+        config = Config(raw, source, frozenset(given))
         _check_loss(config)
         config.inits()
         config.start_factors()  # a from-file init: its file is read and checked now, not after a long run
@@ -386,13 +478,14 @@ def _table(given, fields, where, name):
     return out
 
 
-def _check_together(raw, data, where):
+def _check_together(raw, given, where):
     """The rules that involve several keys."""
     model, loss = raw["model"], raw["loss"]
     K, L = model["K"], model["L"]
     if model["C"] is not None and np.shape(model["C"]) != (L, L):
-        raise ConfigError(f"{where}[model] `C` has shape {np.shape(model['C'])}; with L = {L} tokens it must be "
-                          f"{L} × {L}")  # fmt: skip
+        raise ConfigError(
+            f"{where}[model] `C` has shape {np.shape(model['C'])}; with L = {L} tokens it must be {L} × {L}"
+        )
     for table, key in (("model", "trainable"), ("loss", "student"), ("loss", "teacher")):
         bad = [k for k in raw[table][key] or () if not 1 <= k <= K]
         if bad:
@@ -401,27 +494,59 @@ def _check_together(raw, data, where):
         raise ConfigError(f"{where}[loss] needs exactly one of `builtin` or `expression`")
     if loss["activation"] is not None and loss["builtin"] != "mse":
         used = "an expression" if loss["expression"] else f"builtin = {loss['builtin']!r}"
-        raise ConfigError(f"{where}[loss] `activation` applies to builtin = \"mse\" only; {used} does not use it: "
-                          "remove it")  # fmt: skip
+        raise ConfigError(
+            f'{where}[loss] `activation` applies to builtin = "mse" only; {used} does not use it: remove it'
+        )
     if loss["expression"] is not None and (loss["student"], loss["teacher"]) != ([1], [2]):
-        raise ConfigError(f"{where}[loss] `student` and `teacher` apply to built-in losses only: an expression "
-                          "names its indices itself in G[i, j, k]")  # fmt: skip
+        raise ConfigError(
+            f"{where}[loss] `student` and `teacher` apply to built-in losses only: an expression "
+            "names its indices itself in G[i, j, k]"
+        )
     if loss["builtin"] == "mse" and loss["activation"] is None:
         loss["activation"] = "h1"
     family = models.get(model["kind"])
     for k, table in raw["init"].items():
         if table["kind"] == "identity" and family.positive_letters and table["c"] < 0:
-            raise ConfigError(f"{where}[init.{k}] identity `c` = {table['c']} < 0: the letters of the "
-                              f"{model['kind']} model are positive semi-definite, so c I must be (c ≥ 0)")
+            raise ConfigError(
+                f"{where}[init.{k}] identity `c` = {table['c']} < 0: the letters of the "
+                f"{model['kind']} model are positive semi-definite, so c I must be (c ≥ 0)"
+            )
         if table["kind"] == "from-file" and table["path"] is None:
-            raise ConfigError(f"{where}[init.{k}] kind = \"from-file\" needs `path` (an .npz of finite-d matrices)")
+            raise ConfigError(f'{where}[init.{k}] kind = "from-file" needs `path` (an .npz of finite-d matrices)')
         if table["mean"] is not None and family.centred:
-            raise ConfigError(f"{where}[init.{k}] `mean` is the pre-activation mean Tr(M_k)/√d of a model with a "
-                              f"mean; the {model['kind']} model's pre-activations are centred: remove it")
+            raise ConfigError(
+                f"{where}[init.{k}] `mean` is the pre-activation mean Tr(M_k)/√d of a model with a "
+                f"mean; the {model['kind']} model's pre-activations are centred: remove it"
+            )
+    if raw["integrate"]["finite_lr"]:
+        _check_finite_lr(raw, given, where)
     truncation = raw["truncation"]
     if truncation["closure"] == "quadrature" and truncation["degree"] < 3:
-        raise ConfigError(f"{where}[truncation] the quadrature closure needs degree ≥ 3 (order n = ⌊(M − 1)/2⌋ ≥ 1), "
-                          f"got {truncation['degree']}")
+        raise ConfigError(
+            f"{where}[truncation] the quadrature closure needs degree ≥ 3 (order n = ⌊(M − 1)/2⌋ ≥ 1), "
+            f"got {truncation['degree']}"
+        )
+
+
+def _check_finite_lr(raw, given, where):
+    """``finite_lr = true`` takes κ = lr·d/batch from an explicit [sgd] table, and κ must be < 1."""
+    missing = [key for key in ("d", "lr", "batch") if f"sgd.{key}" not in given]
+    if missing:
+        raise ConfigError(
+            f"{where}[integrate] finite_lr = true takes kappa = lr·d/batch from [sgd]: set "
+            + ", ".join(f"[sgd] {key}" for key in missing)
+        )
+    sgd = raw["sgd"]
+    kappa = sgd["lr"] * sgd["d"] / sgd["batch"]
+    if kappa >= 1:
+        raise ConfigError(
+            f"{where}[integrate] finite_lr: kappa = lr·d/batch = {sgd['lr']:g}·{sgd['d']}/{sgd['batch']} = "
+            f"{kappa:.3g} ≥ 1 is outside the expansion in kappa the term is the first order of; lower lr "
+            "or raise batch"
+        )
+    family = models.get(raw["model"]["kind"])
+    if family.noise_scale is None:
+        raise ConfigError(f"{where}[integrate] finite_lr: the {raw['model']['kind']} model has no such term")
 
 
 def _check_loss(config):
@@ -429,8 +554,10 @@ def _check_loss(config):
     loss = config.loss()
     trainable = set(config.model.trainable)
     if not any(int(str(v).rsplit("_", 1)[1]) in trainable for v in loss.expr.free_symbols):
-        raise ConfigError(f"loss {loss.name!r} does not depend on a trainable index {sorted(trainable)}: "
-                          "its gradient is 0 and nothing would move; check [loss] student/teacher and [model] trainable")
+        raise ConfigError(
+            f"loss {loss.name!r} does not depend on a trainable index {sorted(trainable)}: "
+            "its gradient is 0 and nothing would move; check [loss] student/teacher and [model] trainable"
+        )
 
 
 def _check_keys(given, allowed, where, table):

@@ -4,8 +4,17 @@ Each message says what was wrong *and* what to change. Errors about bad user inp
 also derive from `ValueError`, so generic callers can catch them the usual way.
 """
 
-__all__ = ["MomentgenError", "WordError", "ModelError", "UnsupportedLoss", "PotentialError", "InfeasibleState",
-           "NonFinitePotential", "NoSlavedMean", "STATE_ERRORS"]
+__all__ = [
+    "MomentgenError",
+    "WordError",
+    "ModelError",
+    "UnsupportedLoss",
+    "PotentialError",
+    "InfeasibleState",
+    "NonFinitePotential",
+    "NoSlavedMean",
+    "STATE_ERRORS",
+]
 
 
 class MomentgenError(Exception):

@@ -7,15 +7,28 @@ place, never half of one. `check_writable` is called by every command before a l
 computation, so a bad ``--out`` fails in a second, not after an hour.
 """
 
+import csv
+import datetime
 import io
 import json
 import os
 import pathlib
+import subprocess
+import sys
 import tempfile
 
 from .errors import MomentgenError
 
-__all__ = ["write_atomic", "check_writable", "write_json", "ensure_writable", "save_figure"]
+__all__ = [
+    "write_atomic",
+    "check_writable",
+    "write_json",
+    "write_csv",
+    "write_series_csv",
+    "ensure_writable",
+    "save_figure",
+    "provenance",
+]
 
 
 def write_atomic(path, data):
@@ -65,8 +78,25 @@ def write_json(path, data):
     try:
         text = json.dumps(data, allow_nan=False, default=_plain)
     except ValueError as error:
-        raise MomentgenError(f"refusing to write {str(path)!r}: {error} (a non-finite number reached the output)") from None
+        raise MomentgenError(
+            f"refusing to write {str(path)!r}: {error} (a non-finite number reached the output)"
+        ) from None
     write_atomic(path, text)
+
+
+def write_csv(path, header, rows):
+    """Write a CSV table (``header``, then ``rows``) atomically."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(header)
+    writer.writerows(rows)
+    write_atomic(path, buffer.getvalue())
+
+
+def write_series_csv(path, t, series):
+    """A trajectory as CSV: column ``t``, then one column per series (``{name: values}``)."""
+    names = list(series)
+    write_csv(path, ["t", *names], ([time, *(series[n][i] for n in names)] for i, time in enumerate(t)))
 
 
 def save_figure(figure, path, **options):
@@ -74,6 +104,28 @@ def save_figure(figure, path, **options):
     buffer = io.BytesIO()
     figure.savefig(buffer, format=pathlib.Path(path).suffix.lstrip(".") or "png", **options)
     write_atomic(path, buffer.getvalue())
+
+
+def provenance(config=None):
+    """What produced an output: momentgen's version, the command line, the UTC date, the git commit
+    of the working directory's repository (if any) and the configuration (its source, hash, tables)."""
+    from . import __version__  # noqa: PLC0415 - the package imports this module
+
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    out = {
+        "momentgen": __version__,
+        "command": " ".join(["momentgen", *sys.argv[1:]]) if sys.argv[0].endswith("momentgen") else " ".join(sys.argv),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "git_commit": commit,
+    }
+    if config is not None:
+        out["config"] = {"source": config.source, "hash": config.digest, "tables": config.raw}
+    return out
 
 
 def _plain(value):

@@ -13,9 +13,13 @@ coefficients coming from a *source* — any object with
 
 The engine knows nothing of Φ: the theory passes a source built from its potential
 (`momentgen.truncation.CoefficientSource`), and the reference side's finite-d matrix flow
-(`momentgen.simulate.matrix_flow`) receives one from its caller. Moments are read as ``(1/d) Tr``
+(`momentgen.reference.matrix_flow`) receives one from its caller. Moments are read as ``(1/d) Tr``
 (finite matrices) or, with the reader the caller passes, from the state vector ``⟨e₀, X⋯X e₀⟩``
 of a GNS representation. Time is on the kind's axis.
+
+`run_stochastic` is the same flow with the SGD noise of a finite learning rate added as an Itô
+SDE on the factors (the stochastic matrix model of docs/FINITE_LR.md): its normalised traces
+follow the hierarchy with the finite-learning-rate term up to O(1/n).
 """
 
 from dataclasses import dataclass, field
@@ -23,9 +27,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .matrices import trace_moments
+from .models.base import psd_root
 from .stepper import integrate
 
-__all__ = ["FlowRun", "run", "letter_velocities", "driving_letters"]
+__all__ = ["FlowRun", "run", "run_stochastic", "letter_velocities", "driving_letters"]
 
 
 @dataclass
@@ -41,49 +46,139 @@ class FlowRun:
     info: dict = field(default_factory=dict)
 
 
+class _Layout:
+    """The trainable factors of a model as one flat vector, and back (fixed factors stay as given)."""
+
+    def __init__(self, model, factors):
+        self.trainable = [k - 1 for k in model.trainable]
+        self.grouped = isinstance(factors[0], tuple)
+        self.factors = [tuple(np.array(f) for f in x) if self.grouped else np.array(x) for x in factors]
+        self.shapes = [[f.shape for f in (x if self.grouped else (x,))] for x in self.factors]
+
+    def unpack(self, vector):
+        out, offset = list(self.factors), 0
+        for k in self.trainable:
+            parts = []
+            for shape in self.shapes[k]:
+                size = shape[0] * shape[1]
+                parts.append(vector[offset : offset + size].reshape(shape))
+                offset += size
+            out[k] = tuple(parts) if self.grouped else parts[0]
+        return out
+
+    def pack(self, items):
+        return np.concatenate(
+            [np.ravel(p) for k in self.trainable for p in (items[k] if self.grouped else (items[k],))]
+        )
+
+
 def run(model, factors, source, *, times, codes, texts=None, read=trace_moments, probes=(), rtol=1e-9, atol=1e-11):
-    """Integrate ``factors`` of ``model`` on ``times`` and measure the words ``codes`` (code tuples,
+    """Integrate ``factors`` of ``model`` on ``times`` (the kind's own axis, ``model.time_scale``:
+    tied t = 4nη/d, others τ = nη/d) and measure the words ``codes`` (code tuples,
     reported under ``texts``) and the ``probes`` (code tuples measured as they are — for a state
     that is not tracial their rotations differ). ``read(words, letters)`` measures moments:
     `momentgen.matrices.trace_moments` (default) or a state-vector reader. Returns a `FlowRun`; a
     state the source cannot pass ends the run with a status."""
-    family, moments_of = model.family, read
-    trainable = [k - 1 for k in model.trainable]
-    grouped = isinstance(factors[0], tuple)
-    factors = [tuple(np.array(f) for f in x) if grouped else np.array(x) for x in factors]
-    shapes = [[f.shape for f in (x if grouped else (x,))] for x in factors]
-    source_words = list(source.words)
-
-    def unpack(vector):
-        out, offset = list(factors), 0
-        for k in trainable:
-            parts = []
-            for shape in shapes[k]:
-                size = shape[0] * shape[1]
-                parts.append(vector[offset : offset + size].reshape(shape))
-                offset += size
-            out[k] = tuple(parts) if grouped else parts[0]
-        return out
-
-    def pack(items):
-        return np.concatenate([np.ravel(p) for k in trainable for p in (items[k] if grouped else (items[k],))])
+    family, layout, source_words = model.family, _Layout(model, factors), list(source.words)
 
     def order_parameters(vector):
-        return moments_of(source_words, family.letter_matrices(unpack(vector)))
+        return read(source_words, family.letter_matrices(layout.unpack(vector)))
 
     def velocity(t, vector):
-        current = unpack(vector)
-        mu = moments_of(source_words, family.letter_matrices(current))
-        return pack(family.factor_velocities(model, current, source.coefficients(mu)))
+        current = layout.unpack(vector)
+        mu = read(source_words, family.letter_matrices(current))
+        return layout.pack(family.factor_velocities(model, current, source.coefficients(mu)))
 
-    result = integrate(velocity, pack(factors), np.asarray(times, dtype=float), method="DOP853", rtol=rtol, atol=atol,
-                       on_step=lambda t, vector: source.track(order_parameters(vector)),
-                       recoverable=tuple(source.errors))  # fmt: skip
+    result = integrate(
+        velocity,
+        layout.pack(layout.factors),
+        np.asarray(times, dtype=float),
+        method="DOP853",
+        rtol=rtol,
+        atol=atol,
+        on_step=lambda t, vector: source.track(order_parameters(vector)),
+        recoverable=tuple(source.errors),
+    )
+    states = [layout.unpack(v) for v in result.y]
+    return _measured(model, result.t, states, codes, texts, read, probes, result.status, result.message, result.nfev)
+
+
+def _measured(model, t, states, codes, texts, read, probes, status, message, nfev):
+    """The `FlowRun` of factor states at times ``t``: the words ``codes`` (under ``texts``) and the probes."""
     codes = list(codes)
-    values = np.array([moments_of(codes + list(probes), family.letter_matrices(unpack(v))) for v in result.y])
+    values = np.array([read(codes + list(probes), model.family.letter_matrices(f)) for f in states])
+    values = values.reshape(len(t), len(codes) + len(probes))
     texts = [str(c) for c in codes] if texts is None else list(texts)
     series = {w: values[:, i] for i, w in enumerate(texts)}
-    return FlowRun(result.t, series, values[:, len(codes) :], result.status, result.message, {"nfev": result.nfev})
+    return FlowRun(np.asarray(t), series, values[:, len(codes) :], status, message, {"nfev": nfev})
+
+
+def run_stochastic(model, factors, source, *, times, codes, texts=None, dt=2e-3, seed=0):
+    """The stochastic matrix model of the finite-learning-rate term (docs/FINITE_LR.md) on ``times``.
+
+    The Itô SDE ``dF = v(F) dt + noise_increments(F, dH)`` on the factors (d × d), with Gaussian
+    increments of the per-index noise matrices ``E[dH_k,ab dH_l,cd] = (ρ dt/d) (κN1_kl δ_ac δ_bd +
+    κN2_kl δ_ad δ_bc)``, ρ the kind's SGD steps per unit time times η/d (tied ¼, others 1), and
+    κN1, κN2 from the source (a `momentgen.truncation.CoefficientSource` built with κ): the
+    continuous-time limit of online SGD's minibatch noise, which the normalised traces feel only
+    through the Itô terms of the hierarchy, self-averaging at O(1/d). Fixed steps of at most
+    ``dt`` (on the kind's axis): Heun for the drift, Euler–Maruyama for the noise (weak order 1:
+    a bias O(κ dt)). ``seed`` fixes the noise. A state the source cannot pass, or a non-finite
+    one, ends the run with a status."""
+    family, layout, source_words = model.family, _Layout(model, factors), list(source.words)
+    rng = np.random.default_rng(seed)
+    rho = family.steps_per_time(1.0, 1.0)
+    d = family.dimension(layout.factors[0])
+    times = np.asarray(times, dtype=float)
+
+    def drift(vector, noise=True):
+        current = layout.unpack(vector)
+        arrays = source.coefficients(read_moments(current), noise=noise)
+        return layout.pack(family.factor_velocities(model, current, arrays)), arrays
+
+    def read_moments(current):
+        return trace_moments(source_words, family.letter_matrices(current))
+
+    def noise(vector, arrays, h):
+        H = _noise_matrices(arrays["N1"], arrays["N2"], d, np.sqrt(rho * h / d), rng)
+        return layout.pack(family.noise_increments(model, layout.unpack(vector), H))
+
+    vector, states, reached, status, message, evaluations = layout.pack(layout.factors), [], [], "ok", "", 0
+    states.append(layout.unpack(vector.copy()))
+    reached.append(times[0])
+    try:
+        for start, end in zip(times[:-1], times[1:]):
+            steps = max(1, int(np.ceil((end - start) / dt - 1e-9)))
+            h = (end - start) / steps
+            for _ in range(steps):
+                velocity, arrays = drift(vector)
+                predicted = vector + h * velocity
+                corrected, _ = drift(predicted, noise=False)  # the noise is read at the step's start
+                vector = vector + 0.5 * h * (velocity + corrected) + noise(vector, arrays, h)
+                evaluations += 2
+                if not np.all(np.isfinite(vector)):
+                    raise FloatingPointError(f"the stochastic matrix model met a non-finite state at t ≈ {end:.4g}")
+                source.track(read_moments(layout.unpack(vector)))
+            states.append(layout.unpack(vector.copy()))
+            reached.append(end)
+    except FloatingPointError as error:
+        status, message = "blowup", str(error)
+    except tuple(source.errors) as error:
+        status, message = getattr(error, "status", "failed"), str(error)
+    return _measured(model, reached, states, codes, texts, trace_moments, (), status, message, evaluations)
+
+
+def _noise_matrices(N1, N2, d, scale, rng):
+    """Gaussian d × d matrices H_k with ``E[H_k,ab H_l,cd] = scale² (N1_kl δ_ac δ_bd + N2_kl δ_ad δ_bc)``:
+    ``H_k = scale (Σ_m P_km Sym_m + Σ_m R_km Anti_m)`` with P Pᵀ = (N1 + N2)/2, R Rᵀ = (N1 − N2)/2 (both
+    PSD) and Sym, Anti the symmetric and antisymmetric parts (·√2) of independent iid matrices."""
+    out = 0.0
+    for sign in (1, -1):
+        P = psd_root(0.5 * (N1 + sign * N2))
+        Z = rng.standard_normal((P.shape[1], d, d))
+        part = (Z + sign * Z.transpose(0, 2, 1)) / np.sqrt(2)
+        out = out + np.einsum("km,mab->kab", P, part)
+    return list(scale * out)
 
 
 def letter_velocities(model, factors, coefficients):

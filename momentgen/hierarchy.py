@@ -16,6 +16,19 @@ where ``value`` are the coefficient values (computed elsewhere from the potentia
 ``factor`` the constants of the model (e.g. −1 for Γ, −γ/2 → factor −½ for tied weight
 decay). Time axes: tied ``t = 4nη/d``; untied (slow phase) and direct ``τ = nη/d``.
 
+With ``noise=True`` the program also carries the finite-learning-rate term of online SGD
+(docs/FINITE_LR.md): *quadratic* terms, each a coefficient slot κN1_kl or κN2_kl times the
+product of two state moments (or of one, or the constant 1: the empty word), in a second CSR
+block ``noise_*``::
+
+    dμ_i/dt += Σ_{j in noise row i} factor[s_j] · value[s_j] · mult_j · μ[left_j] · μ[right_j]
+
+(``left``/``right`` = −1 is the empty word, μ = 1). For every pair of trainable positions of
+a word they come from the two noise insertions (the Itô pair term), for every trainable
+position from the second-order change of the letter (the isotropic drift). The pieces have
+degree ≤ the word's, so they never add dropped words; κ is a coefficient value, so κ sweeps
+need no rebuild.
+
 Cost: the work is linear in the number of terms (nnz); tied K = 2 to M = 20 (58 218
 words) or untied K = 2 to M = 6 (26 396 words) take about a second. Nothing here builds a
 symbolic expression per word, and nothing imports numba.
@@ -29,7 +42,7 @@ import numpy as np
 import scipy.sparse
 
 from .errors import ModelError, WordError
-from .models import Model
+from .models import NOISE_FAMILIES, Model
 from .words import parse
 
 __all__ = ["Model", "Coefficient", "Program", "build", "estimate", "check_size", "coefficient_symbols"]
@@ -59,8 +72,9 @@ class Coefficient:
         return f"{self.family}[{self.k}]" if self.l is None else f"{self.family}[{self.k},{self.l}]"
 
 
-def coefficient_symbols(model, rules):
-    """The coefficient slots the rules use, in order of first use, then ``gamma``; and each rule's slot."""
+def coefficient_symbols(model, rules, noise=False):
+    """The coefficient slots the rules use, in order of first use, then (``noise``) the finite-learning-rate
+    slots N1_kl, N2_kl of every trainable k, then ``gamma``; and each rule's slot."""
     family, index, symbols, slots = model.family, {}, [], []
     for rule in rules:
         key = (rule.family, rule.k, rule.l)
@@ -70,6 +84,11 @@ def coefficient_symbols(model, rules):
             index[key] = len(symbols)
             symbols.append(Coefficient(rule.family, rule.k, rule.l, entry.factor, entry.meaning + suffix))
         slots.append(index[key])
+    if noise:
+        for entry in family.noise_families:
+            for k in model.trainable:
+                for l in range(1, model.K + 1):
+                    symbols.append(Coefficient(entry.name, k, l, entry.factor, f"{entry.meaning}_{k}{l}"))
     symbols.append(Coefficient("gamma", None, None, family.weight_decay_factor, "weight decay"))
     return symbols, slots
 
@@ -94,6 +113,109 @@ class _Terms:
             empty = np.zeros(0, np.int64), np.zeros(0, np.uint64)
             return empty[0], empty[1], empty[0], empty[0], empty[1], empty[0]
         return tuple(np.concatenate(column) for column in zip(*self.parts))
+
+
+class _PairTerms:
+    """Growing quadratic term lists: (row length, row code, symbol, two (length, code) pieces, mult)."""
+
+    def __init__(self):
+        self.parts = []
+
+    def add(self, row_length, row_codes, symbols, pieces, mults):
+        (w1, c1), (w2, c2) = pieces
+        n = len(row_codes)
+        self.parts.append((np.full(n, row_length), row_codes, symbols, np.full(n, w1), c1, np.full(n, w2), c2, mults))
+
+    def arrays(self):
+        if not self.parts:
+            i, u = np.zeros(0, np.int64), np.zeros(0, np.uint64)
+            return i, u, i, i, u, i, u, i
+        return tuple(np.concatenate(column) for column in zip(*self.parts))
+
+
+def _noise_batch(model, noise, slot, w, codes):
+    """The finite-learning-rate terms of dμ/dt for packed canonical words of length ``w``.
+
+    ``noise``: `ModelKind.noise_program`; ``slot[(family, k, l)]``: the coefficient slot. Returns a
+    list of ``(rows, symbols, pieces, mults)``, ``pieces`` two ``(length, canonical codes)``:
+    for a trainable letter at position p with a second-order term ``L h M h R``, μ(M) · μ(word with
+    the letter replaced by L R); for trainable letters at p ≠ q with first-order terms ``L h R``
+    and ``L' h R'``, μ(R Q L') · μ(R' P L) with Q the letters from p to q and P those from q back
+    to p (cyclically). A pair of equal orientations of the noise takes N2, of opposite ones N1.
+
+    Vectorised over words and positions: the word is rotated so that p comes first; each
+    unordered pair {p, q} is taken once, as the rotation p with gap g = q − p ≤ w/2 (for g = w/2,
+    from the first half only).
+    """
+    digits = model.alphabet.unpack(codes, w)
+    rows = np.tile(np.arange(len(codes)), w)
+    rotated = np.concatenate([np.roll(digits, -p, axis=1) for p in range(w)])  # row j·n + i: word i from p = j
+    first_half = np.repeat(np.arange(w) < w / 2, len(codes))
+    out = []
+
+    def emit(at, families_same, k, l, first, second):
+        symbols = np.where(families_same, slot["N2"][k, l], slot["N1"][k, l])
+        out.append((rows[at], symbols, [first, second], np.ones(len(at), np.int64)))
+
+    for letter, (k, first_p, second_p) in noise.items():
+        at = np.flatnonzero(rotated[:, 0] == letter)
+        if not at.size:
+            continue
+        word = rotated[at]
+        for left, t1, middle, t2, right in second_p:
+            rest = np.concatenate([_fixed(left, len(at)), _fixed(right, len(at)), word[:, 1:]], axis=1)
+            emit(
+                at, np.full(len(at), t1 == t2), np.full(len(at), k), np.full(len(at), k), _fixed(middle, len(at)), rest
+            )
+        for g in range(1, w // 2 + 1):
+            for letter_q, (l, first_q, _) in noise.items():
+                pair = at[(word[:, g] == letter_q) & (first_half[at] if 2 * g == w else True)]
+                if not pair.size:
+                    continue
+                between, outside, n = rotated[pair, 1:g], rotated[pair, g + 1 :], len(pair)
+                for left, t1, right in first_p:
+                    for left_q, t2, right_q in first_q:
+                        emit(
+                            pair,
+                            np.full(n, t1 == t2),
+                            np.full(n, k),
+                            np.full(n, l),
+                            np.concatenate([_fixed(right, n), between, _fixed(left_q, n)], axis=1),
+                            np.concatenate([_fixed(right_q, n), outside, _fixed(left, n)], axis=1),
+                        )
+    return _canonical_pieces(model.alphabet, out)
+
+
+def _canonical_pieces(alphabet, terms):
+    """The terms with each piece (an (n, length) array of letter codes) replaced by (length, canonical
+    packed codes); one canonicalisation per length (the empty word: length 0)."""
+    by_length = {}
+    for term in terms:
+        for piece in term[2]:
+            by_length.setdefault(piece.shape[1], []).append(piece)
+    canonical = {}
+    for length, pieces in by_length.items():
+        stacked = np.concatenate(pieces)
+        packed = alphabet.canonicalize(alphabet.pack(stacked), length) if length else np.zeros(len(stacked), np.uint64)
+        canonical[length] = iter(np.split(packed, np.cumsum([len(p) for p in pieces])[:-1]))
+    return [
+        (rows, symbols, [(piece.shape[1], next(canonical[piece.shape[1]])) for piece in pieces], mults)
+        for rows, symbols, pieces, mults in terms
+    ]
+
+
+def _fixed(letters, n):
+    """The same letters on ``n`` rows: an (n, len(letters)) code array."""
+    return np.broadcast_to(np.array(letters, np.int64).reshape(1, -1), (n, len(letters)))
+
+
+def _noise_slots(symbols, K):
+    """{"N1": table, "N2": table}: ``table[k, l]`` is the slot of family entry (k, l) (1-based; −1: none)."""
+    out = {name: np.full((K + 1, K + 1), -1, np.int64) for name in NOISE_FAMILIES}
+    for i, c in enumerate(symbols):
+        if c.family in out:
+            out[c.family][c.k, c.l] = i
+    return out
 
 
 def _derive_batch(model, rules_by_letter, gamma, w, codes):
@@ -165,14 +287,16 @@ MAX_BYTES = 8 * 2**30  # default cap of `build` (the machines have 24 GiB); rais
 MAX_SCAN = 5e9  # candidate words `Alphabet.enumerate_packed` may scan for observables = "all"
 
 
-def estimate(model, degree, observables="all"):
+def estimate(model, degree, observables="all", noise=False):
     """Upper bounds of what `build` would make, computed before anything is built.
 
     Returns ``{"words", "terms", "bytes", "scan"}``: canonical words of degree ≤ M (bracelet
     counts ≤ necklaces/… ≈ a^w/(2w) for an alphabet of a letters — the demand-driven closure
     reaches at most these), their terms (each trainable letter of a word has a fixed number of
-    substitution rules, plus weight decay; the trainable letters are a fraction of all), the
-    memory at `BYTES_PER_TERM`, and the candidates scanned to list every word (``"all"``).
+    substitution rules, plus weight decay; the trainable letters are a fraction of all; with
+    ``noise``, a quadratic term per pair of trainable positions and pair of their first-order
+    noise terms), the memory at `BYTES_PER_TERM`, and the candidates scanned to list every word
+    (``"all"``).
     """
     degree = check_degree(degree, model)
     a = model.alphabet.size
@@ -180,11 +304,14 @@ def estimate(model, degree, observables="all"):
     trainable_letters = int(model.is_trainable_letter().sum())
     per_letter = len(rules) / max(trainable_letters, 1)
     fraction = trainable_letters / a
+    first = max((len(v) for v in model.family.noise_first.values()), default=0) if noise else 0
+    second = max((len(v) for v in model.family.noise_second.values()), default=0) if noise else 0
     words = terms = 0.0
     for w in range(1, degree + 1):
         count = _necklaces(a, w) / (2 if w > 2 else 1)
         words += count
-        terms += count * (w * fraction * per_letter + 1)
+        positions = w * fraction
+        terms += count * (positions * per_letter + 1 + positions**2 / 2 * first**2 + positions * second)
     scan = float(a) ** degree if isinstance(observables, str) and observables == "all" else 0.0
     return {"words": words, "terms": terms, "bytes": terms * BYTES_PER_TERM, "scan": scan}
 
@@ -199,20 +326,25 @@ def _necklaces(a, w):
     return total / w
 
 
-def check_size(model, degree, observables="all", max_bytes=MAX_BYTES):
+def check_size(model, degree, observables="all", max_bytes=MAX_BYTES, noise=False):
     """Refuse (`ModelError`, with the estimate) a truncation larger than ``max_bytes`` or whose list of
     every word would scan more than `MAX_SCAN` candidates; returns the `estimate`."""
-    size = estimate(model, degree, observables)
+    size = estimate(model, degree, observables, noise)
     if size["bytes"] > max_bytes or size["scan"] > MAX_SCAN:
-        what = (f"needs about {size['bytes'] / 2**30:.3g} GiB ({size['words']:.3g} words, {size['terms']:.3g} terms)"
-                if size["bytes"] > max_bytes else f"would scan {size['scan']:.3g} candidate words to list them all")
-        raise ModelError(f"the {model.kind} model with K = {model.K} at degree {degree} {what}; the limit is "
-                         f"{max_bytes / 2**30:g} GiB: lower the degree or K, list observables instead of \"all\", "
-                         "or raise [truncation] max_memory_gb")  # fmt: skip
+        what = (
+            f"needs about {size['bytes'] / 2**30:.3g} GiB ({size['words']:.3g} words, {size['terms']:.3g} terms)"
+            if size["bytes"] > max_bytes
+            else f"would scan {size['scan']:.3g} candidate words to list them all"
+        )
+        raise ModelError(
+            f"the {model.kind} model with K = {model.K} at degree {degree} {what}; the limit is "
+            f'{max_bytes / 2**30:g} GiB: lower the degree or K, list observables instead of "all", '
+            "or raise [truncation] max_memory_gb"
+        )
     return size
 
 
-def build(model, degree, observables=(), max_bytes=MAX_BYTES):
+def build(model, degree, observables=(), max_bytes=MAX_BYTES, noise=False):
     """Derive the degree-``degree`` truncation of ``model``'s hierarchy as a `Program`.
 
     Parameters
@@ -226,15 +358,20 @@ def build(model, degree, observables=(), max_bytes=MAX_BYTES):
         "all", every canonical word of degree ≤ M is a state word.
     max_bytes : float
         Refuse before building when the `estimate` exceeds it (`check_size`).
+    noise : bool
+        Also derive the finite-learning-rate term (quadratic terms; see the module docstring).
 
-    Cost grows with the number of terms: about ``2 K w`` per tied word of length ``w``.
+    Cost grows with the number of terms: about ``2 K w`` per tied word of length ``w`` (and,
+    with ``noise``, about ``2 w²`` quadratic terms more).
     """
     degree = check_degree(degree, model)
-    check_size(model, degree, observables, max_bytes)
+    check_size(model, degree, observables, max_bytes, noise)
     alphabet = model.alphabet
     rules = model.family.rules(model)
-    symbols, slots = coefficient_symbols(model, rules)
+    symbols, slots = coefficient_symbols(model, rules, noise)
     gamma = len(symbols) - 1
+    noise_program = model.family.noise_program(model) if noise else None
+    noise_slot = _noise_slots(symbols, model.K)
     rules_by_letter = {}
     for rule, slot in zip(rules, slots):
         rules_by_letter.setdefault(rule.letter, []).append((slot, rule.replacement))
@@ -250,7 +387,7 @@ def build(model, degree, observables=(), max_bytes=MAX_BYTES):
         known[w] = codes
         origin[w] = [(codes, np.full(len(codes), -1), np.zeros(len(codes), np.uint64), np.full(len(codes), -1), ids)]
 
-    terms, dropped = _Terms(), _Terms()
+    terms, dropped, pairs = _Terms(), _Terms(), _PairTerms()
     while frontier:
         discovered = {}
         for w, codes in sorted(frontier.items()):
@@ -258,25 +395,61 @@ def build(model, degree, observables=(), max_bytes=MAX_BYTES):
                 targets = alphabet.canonicalize(targets, length)
                 sink = terms if length <= degree else dropped
                 sink.add(w, codes[rows], syms, length, targets, mults)
-                if length > degree:
-                    continue
-                fresh, first = np.unique(targets, return_index=True)
-                is_new = ~np.isin(fresh, known.get(length, np.zeros(0, np.uint64)), assume_unique=True)
-                fresh, first = fresh[is_new], first[is_new]
-                if fresh.size:
-                    known[length] = np.union1d(known.get(length, fresh[:0]), fresh)
-                    discovered.setdefault(length, []).append(fresh)
-                    origin.setdefault(length, []).append(
-                        (fresh, np.full(len(fresh), w), codes[rows[first]], syms[first], np.full(len(fresh), -1))
-                    )
+                if length <= degree:
+                    _discover(known, origin, discovered, length, targets, w, codes[rows], syms)
+            if noise:
+                found = {}  # length -> [(targets, parent codes, symbols)]: one discovery per length
+                for rows, syms, pieces, mults in _noise_batch(model, noise_program, noise_slot, w, codes):
+                    pairs.add(w, codes[rows], syms, pieces, mults)
+                    for length, targets in pieces:
+                        if length:
+                            found.setdefault(length, []).append((targets, codes[rows], syms))
+                for length, parts in found.items():
+                    targets, parents, syms = (np.concatenate(c) for c in zip(*parts))
+                    _discover(known, origin, discovered, length, targets, w, parents, syms)
         frontier = {w: np.concatenate(parts) for w, parts in discovered.items()}
-    return Program._from_derivation(model, degree, symbols, known, origin, reasons, terms, dropped)
+    return Program._from_derivation(model, degree, symbols, known, origin, reasons, terms, dropped, pairs)
+
+
+def _discover(known, origin, discovered, length, targets, w, parents, syms):
+    """Add the words among ``targets`` (canonical, length ≤ degree) that are new to the state ``known``,
+    noting where each came from (``origin``) and queueing it (``discovered``) for derivation."""
+    fresh, first = np.unique(targets, return_index=True)
+    is_new = ~np.isin(fresh, known.get(length, np.zeros(0, np.uint64)), assume_unique=True)
+    fresh, first = fresh[is_new], first[is_new]
+    if fresh.size:
+        known[length] = np.union1d(known.get(length, fresh[:0]), fresh)
+        discovered.setdefault(length, []).append(fresh)
+        origin.setdefault(length, []).append(
+            (fresh, np.full(len(fresh), w), parents[first], syms[first], np.full(len(fresh), -1))
+        )
 
 
 def _intern(items, item):
     if item not in items:
         items.append(item)
     return items.index(item)
+
+
+def _merge_pairs(rows, symbols, left, right, mults, n_rows):
+    """Sum the multiplicities of equal (row, symbol, {left, right}) quadratic terms; CSR arrays, row-major,
+    ``left ≤ right`` (−1, the empty word, first)."""
+    if not len(rows):
+        empty = np.zeros(0, np.int64)
+        return np.zeros(n_rows + 1, np.int64), empty, empty, empty, empty
+    left, right = np.minimum(left, right), np.maximum(left, right)
+    n_symbols, side = int(symbols.max()) + 1, n_rows + 1
+    if float(n_rows) * n_symbols * side * side < 2.0**62:  # one int64 key per term: fast
+        key = ((rows * n_symbols + symbols) * side + (left + 1)) * side + (right + 1)
+        key, inverse = np.unique(key, return_inverse=True)
+        keys = np.stack(
+            [key // (n_symbols * side * side), key // (side * side) % n_symbols, key // side % side - 1, key % side - 1]
+        )
+    else:
+        keys, inverse = np.unique(np.stack([rows, symbols, left, right]), axis=1, return_inverse=True)
+    mult = np.bincount(inverse.ravel(), weights=mults, minlength=keys.shape[1]).astype(np.int64)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(keys[0], minlength=n_rows))])
+    return indptr, keys[1], keys[2], keys[3], mult
 
 
 def _merge(rows, symbols, targets, mults, n_rows, n_symbols, n_targets):
@@ -297,19 +470,29 @@ class Program:
     State words are sorted by (degree, packed code); ``words[i]`` is the canonical text of
     state ``i``. CSR arrays ``indptr, symbol, target, multiplicity`` hold the terms (see the
     module docstring); ``dropped_*`` hold the terms whose target has degree M + 1 and was
-    set to 0 by the zero closure (``dropped_target`` indexes `dropped_words`).
+    set to 0 by the zero closure (``dropped_target`` indexes `dropped_words`); ``noise_*``
+    (``noise_indptr, noise_symbol, noise_left, noise_right, noise_multiplicity``) the quadratic
+    terms of the finite-learning-rate term, empty unless built with ``noise=True``.
     """
 
-    def __init__(self, model, degree, symbols, lengths, packed, csr, dropped_packed, dropped_csr, parent, via, reason):
+    def __init__(
+        self, model, degree, symbols, lengths, packed, csr, dropped_packed, dropped_csr, parent, via, reason, noise
+    ):
         self.model, self.degree, self.symbols = model, degree, tuple(symbols)
         self.lengths, self.packed = lengths, packed
         self.indptr, self.symbol, self.target, self.multiplicity = csr
         self.dropped_packed = dropped_packed
         self.dropped_indptr, self.dropped_symbol, self.dropped_target, self.dropped_multiplicity = dropped_csr
+        self.noise_indptr, self.noise_symbol, self.noise_left, self.noise_right, self.noise_multiplicity = noise
         self.parent, self.via, self.reason = parent, via, reason
 
+    @property
+    def has_noise(self):
+        """True when the program carries the finite-learning-rate term (built with ``noise=True``)."""
+        return any(c.family in NOISE_FAMILIES for c in self.symbols)
+
     @classmethod
-    def _from_derivation(cls, model, degree, symbols, known, origin, reasons, terms, dropped):
+    def _from_derivation(cls, model, degree, symbols, known, origin, reasons, terms, dropped, pairs):
         order = sorted(known)
         lengths = np.concatenate([np.full(len(known[w]), w, np.int64) for w in order])
         packed = np.concatenate([known[w] for w in order])
@@ -323,6 +506,9 @@ class Program:
         dropped_packed, dropped_target = np.unique(tgt_c, return_inverse=True)
         dropped_csr = _merge(locate(row_w, row_c), sym, dropped_target.ravel(), mult, n, n_sym, len(dropped_packed))
 
+        row_w, row_c, sym, w1, c1, w2, c2, mult = pairs.arrays()
+        noise = _merge_pairs(locate(row_w, row_c), sym, locate.pieces(w1, c1), locate.pieces(w2, c2), mult, n)
+
         parent, via = np.full(n, -1), np.full(n, -1)
         reason = {}
         for w in order:
@@ -332,11 +518,31 @@ class Program:
             parent[at[has_parent]] = locate(parent_w[has_parent], parent_c[has_parent])
             via[at] = via_sym
             reason.update({int(i): reasons[r] for i, r in zip(at[~has_parent], reason_ids[~has_parent])})
-        return cls(model, degree, symbols, lengths, packed, csr, dropped_packed, dropped_csr, parent, via, reason)
+        return cls(
+            model, degree, symbols, lengths, packed, csr, dropped_packed, dropped_csr, parent, via, reason, noise
+        )
 
     # ---- storage -------------------------------------------------------------------------------
-    _ARRAYS = ("lengths", "packed", "indptr", "symbol", "target", "multiplicity", "dropped_packed",
-               "dropped_indptr", "dropped_symbol", "dropped_target", "dropped_multiplicity", "parent", "via")  # fmt: skip
+    _ARRAYS = (
+        "lengths",
+        "packed",
+        "indptr",
+        "symbol",
+        "target",
+        "multiplicity",
+        "dropped_packed",
+        "dropped_indptr",
+        "dropped_symbol",
+        "dropped_target",
+        "dropped_multiplicity",
+        "noise_indptr",
+        "noise_symbol",
+        "noise_left",
+        "noise_right",
+        "noise_multiplicity",
+        "parent",
+        "via",
+    )
 
     def to_arrays(self):
         """The program as a dict of numpy arrays (plus symbol names/factors and root reasons)."""
@@ -354,22 +560,41 @@ class Program:
     def from_arrays(cls, model, degree, arrays):
         """Inverse of `to_arrays`; every index is checked against its range first (a corrupt or
         edited file is a `ModelError`, never an out-of-bounds read in the compiled kernel)."""
-        missing = [name for name in (*cls._ARRAYS, *_SYMBOL_ARRAYS, "reason_index", "reason_text") if name not in arrays]
+        missing = [
+            name for name in (*cls._ARRAYS, *_SYMBOL_ARRAYS, "reason_index", "reason_text") if name not in arrays
+        ]
         if missing:
             raise ModelError(f"program arrays lack {missing}")
         a = {name: np.asarray(arrays[name]) for name in cls._ARRAYS}
         _check_program_arrays(a, len(arrays["symbol_families"]), model, degree)
-        symbols = [Coefficient(str(f), None if k < 0 else int(k), None if l < 0 else int(l), float(c), str(m))
-                   for f, k, l, c, m in zip(*(arrays[name] for name in _SYMBOL_ARRAYS))]  # fmt: skip
-        names = {f.name for f in model.family.families} | {"gamma"}
+        symbols = [
+            Coefficient(str(f), None if k < 0 else int(k), None if l < 0 else int(l), float(c), str(m))
+            for f, k, l, c, m in zip(*(arrays[name] for name in _SYMBOL_ARRAYS))
+        ]
+        names = {f.name for f in model.family.families + model.family.noise_families} | {"gamma"}
         if any(c.family not in names for c in symbols):
-            raise ModelError(f"program arrays name coefficient families {sorted({c.family for c in symbols})}, "
-                             f"not those of the {model.kind} model {sorted(names)}")  # fmt: skip
+            raise ModelError(
+                f"program arrays name coefficient families {sorted({c.family for c in symbols})}, "
+                f"not those of the {model.kind} model {sorted(names)}"
+            )
         reason = {int(i): str(r) for i, r in zip(arrays["reason_index"], arrays["reason_text"])}
         csr = a["indptr"], a["symbol"], a["target"], a["multiplicity"]
         dropped = a["dropped_indptr"], a["dropped_symbol"], a["dropped_target"], a["dropped_multiplicity"]
-        return cls(model, degree, symbols, a["lengths"], a["packed"], csr, a["dropped_packed"], dropped,
-                   a["parent"], a["via"], reason)  # fmt: skip
+        noise = tuple(a[f"noise_{name}"] for name in ("indptr", "symbol", "left", "right", "multiplicity"))
+        return cls(
+            model,
+            degree,
+            symbols,
+            a["lengths"],
+            a["packed"],
+            csr,
+            a["dropped_packed"],
+            dropped,
+            a["parent"],
+            a["via"],
+            reason,
+            noise,
+        )
 
     # ---- looking things up ------------------------------------------------------------
     @cached_property
@@ -406,7 +631,9 @@ class Program:
         if j < hi and self.packed[j] == key:
             return int(j)
         text = " ".join(a.names[c] for c in a.unpack(np.array([key]), w)[0])
-        raise WordError(f"{word!r} (canonical {text!r}) is not a state word of this truncation; add it to the observables")
+        raise WordError(
+            f"{word!r} (canonical {text!r}) is not a state word of this truncation; add it to the observables"
+        )
 
     @property
     def nnz(self):
@@ -433,8 +660,10 @@ class Program:
             missing = [c.name for c in self.symbols if c.name not in values]
             unknown = sorted(set(values) - {c.name for c in self.symbols})
             if missing or unknown:
-                raise ModelError(f"coefficient values: missing {missing}, unknown {unknown}; symbols are "
-                                 f"{[c.name for c in self.symbols]}")  # fmt: skip
+                raise ModelError(
+                    f"coefficient values: missing {missing}, unknown {unknown}; symbols are "
+                    f"{[c.name for c in self.symbols]}"
+                )
             return np.array([float(values[c.name]) for c in self.symbols])
         values = np.asarray(values, dtype=float)
         if values.shape != (len(self.symbols),):
@@ -446,7 +675,8 @@ class Program:
         ``{family: (K, K) or (K,) array, "gamma": float}``; entries without a slot are 0. ``values``:
         as for `coefficient_vector`."""
         vector, K = self.coefficient_vector(values), self.model.K
-        out = {f.name: np.zeros((K, K) if f.pairs else K) for f in self.model.family.families}
+        families = self.model.family.families + (self.model.family.noise_families if self.has_noise else ())
+        out = {f.name: np.zeros((K, K) if f.pairs else K) for f in families}
         for value, c in zip(vector, self.symbols):
             if c.k is None:
                 out[c.family] = float(value)
@@ -493,14 +723,26 @@ class Program:
         """
         mu = np.asarray(mu, dtype=float)
         if mu.shape != self.packed.shape:
-            raise ModelError(f"`mu` has shape {mu.shape}; this program has {len(self.packed)} words (degree {self.degree})")
+            raise ModelError(
+                f"`mu` has shape {mu.shape}; this program has {len(self.packed)} words (degree {self.degree})"
+            )
         out = self.linear_operator(coefficients) @ mu
+        c = self.coefficient_vector(coefficients) * np.array([s.factor for s in self.symbols])
         if dropped_mu is not None:
-            c = self.coefficient_vector(coefficients) * np.array([s.factor for s in self.symbols])
             data = c[self.dropped_symbol] * self.dropped_multiplicity
             shape = (len(self.packed), len(self.dropped_packed))
             out += scipy.sparse.csr_matrix((data, self.dropped_target, self.dropped_indptr), shape=shape) @ dropped_mu
+        if len(self.noise_symbol):
+            extended = np.append(mu, 1.0)  # index −1: the empty word
+            terms = (
+                c[self.noise_symbol] * self.noise_multiplicity * extended[self.noise_left] * extended[self.noise_right]
+            )
+            out += np.bincount(self._noise_rows, weights=terms, minlength=len(mu))
         return out
+
+    @cached_property
+    def _noise_rows(self):
+        return np.repeat(np.arange(len(self.packed)), np.diff(self.noise_indptr))
 
     # ---- diagnostics ------------------------------------------------------------------------
     def why(self, word):
@@ -527,14 +769,54 @@ class Program:
         """A few lines: words per degree, nnz, dropped words and coefficient symbols."""
         m = self.model
         per = ", ".join(f"{w}: {n}" for w, n in self.words_per_degree().items())
-        return "\n".join([
-            f"{m.kind} model, K = {m.K}, trainable {list(m.trainable)}, degree M = {self.degree}, time {m.time_scale}",
-            f"state words: {len(self.packed)} (per degree {per})",
-            f"terms (nnz): {self.nnz}",
-            f"dropped by the zero closure: {len(self.dropped_packed)} words of degree {self.degree + 1} "
-            f"in {len(self.dropped_symbol)} terms of {len(set(self.dropped_rows()))} state words",
-            "coefficient symbols: " + ", ".join(s.name for s in self.symbols),
-        ])  # fmt: skip
+        return "\n".join(
+            [
+                f"{m.kind} model, K = {m.K}, trainable {list(m.trainable)}, degree M = {self.degree}, "
+                f"time {m.time_scale}",
+                f"state words: {len(self.packed)} (per degree {per})",
+                f"terms (nnz): {self.nnz}",
+                f"dropped by the zero closure: {len(self.dropped_packed)} words of degree {self.degree + 1} "
+                f"in {len(self.dropped_symbol)} terms of {len(set(self.dropped_rows()))} state words",
+                *([f"finite-learning-rate terms (quadratic): {len(self.noise_symbol)}"] if self.has_noise else []),
+                "coefficient symbols: " + ", ".join(s.name for s in self.symbols),
+            ]
+        )
+
+    def to_latex(self, words=None, limit=None):
+        """The derived equations of ``words`` (default: the state words, at most ``limit``) as a LaTeX
+        ``align*`` block in the paper's notation: ``\\dot\\mu_{S_1 S_2} = −Γ_{12} μ_{…} + …``, the
+        coefficients by name (their values come from Φ at the state), terms dropped by the zero
+        closure marked, on the model's time axis."""
+        if words is None:  # the words that move
+            rows = [i for i in range(len(self.packed)) if self.indptr[i + 1] > self.indptr[i]]
+        else:
+            rows = [self.index(w) for w in words]
+        rows = rows[:limit] if limit else rows
+        texts = self.words
+        lines = [
+            f"% {self.model.kind} model, degree M = {self.degree}, time {self.model.time_scale}",
+            r"\begin{align*}",
+        ]
+        for i in rows:
+            terms = self._latex_terms(i, texts)
+            dropped = np.diff(self.dropped_indptr)[i]
+            tail = rf" + \underbrace{{\dots}}_{{{dropped}\ \mathrm{{dropped}}}}" if dropped else ""
+            lines.append(rf"\dot\mu_{{{_latex_word(texts[i])}}} &= {terms or '0'}{tail} \\")
+        lines.append(r"\end{align*}")
+        return "\n".join(lines)
+
+    def _latex_terms(self, i, texts):
+        """One row's terms, grouped by coefficient: ``−Γ_{12} (μ_a + 2 μ_b)``."""
+        groups = {}
+        for j in range(self.indptr[i], self.indptr[i + 1]):
+            symbol = self.symbols[self.symbol[j]]
+            weight = symbol.factor * self.multiplicity[j]
+            groups.setdefault(self.symbol[j], []).append((weight, texts[self.target[j]]))
+        parts = []
+        for s, entries in groups.items():
+            inner = " + ".join(f"{_latex_number(w)}\\mu_{{{_latex_word(t)}}}" for w, t in entries).replace("+ -", "- ")
+            parts.append(rf"{_latex_symbol(self.symbols[s])}\left({inner}\right)")
+        return " + ".join(parts)
 
     def dropped_rows(self):
         """State index of each dropped term."""
@@ -545,10 +827,13 @@ class Program:
 
         Nodes are canonical word texts with attributes ``degree`` and ``dropped`` (True
         for words cut by the zero closure); edges carry the coefficient ``symbols``.
-        Built on demand: about a microsecond per term.
+        Built on demand: about a microsecond per term. Needs networkx (an optional dependency:
+        ``pip install momentgen[graph]``).
         """
-        import networkx as nx
-
+        try:
+            import networkx as nx  # noqa: PLC0415 - optional: only this diagnostic needs it
+        except ImportError:
+            raise ModelError("Program.graph() needs networkx: pip install 'momentgen[graph]'") from None
         g = nx.DiGraph()
         g.add_nodes_from((w, {"degree": len(w.split()), "dropped": False}) for w in self.words)
         g.add_nodes_from((w, {"degree": self.degree + 1, "dropped": True}) for w in self.dropped_words)
@@ -573,22 +858,63 @@ def _check_program_arrays(a, n_symbols, model, degree):
         if not ok:
             raise ModelError(f"program arrays: {what}")
 
-    for name in ("lengths", "indptr", "symbol", "target", "multiplicity", "dropped_indptr", "dropped_symbol",
-                 "dropped_target", "dropped_multiplicity", "parent", "via"):  # fmt: skip
+    for name in (
+        "lengths",
+        "indptr",
+        "symbol",
+        "target",
+        "multiplicity",
+        "dropped_indptr",
+        "dropped_symbol",
+        "dropped_target",
+        "dropped_multiplicity",
+        "noise_indptr",
+        "noise_symbol",
+        "noise_left",
+        "noise_right",
+        "noise_multiplicity",
+        "parent",
+        "via",
+    ):
         require(a[name].ndim == 1 and a[name].dtype.kind in "iu", f"{name} must be a 1-d integer array")
     require(a["packed"].dtype == np.uint64 and a["dropped_packed"].dtype == np.uint64, "words must be uint64 codes")
-    require(len(a["lengths"]) == n and np.all((a["lengths"] >= 1) & (a["lengths"] <= degree)),
-            f"word lengths must lie in 1..{degree}")  # fmt: skip
+    require(
+        len(a["lengths"]) == n and np.all((a["lengths"] >= 1) & (a["lengths"] <= degree)),
+        f"word lengths must lie in 1..{degree}",
+    )
     for prefix, rows, columns in (("", n, n), ("dropped_", n, n_dropped)):
         indptr, nnz = a[prefix + "indptr"], len(a[prefix + "symbol"])
-        require(len(indptr) == rows + 1 and indptr[0] == 0 and indptr[-1] == nnz and np.all(np.diff(indptr) >= 0),
-                f"{prefix}indptr is not a CSR row pointer for {rows} rows and {nnz} terms")  # fmt: skip
-        require(len(a[prefix + "target"]) == nnz and len(a[prefix + "multiplicity"]) == nnz,
-                f"{prefix}target and {prefix}multiplicity must have one entry per term")  # fmt: skip
-        require(np.all((a[prefix + "symbol"] >= 0) & (a[prefix + "symbol"] < n_symbols)),
-                f"{prefix}symbol indices out of range 0..{n_symbols - 1}")  # fmt: skip
-        require(np.all((a[prefix + "target"] >= 0) & (a[prefix + "target"] < columns)),
-                f"{prefix}target indices out of range 0..{columns - 1}")  # fmt: skip
+        require(
+            len(indptr) == rows + 1 and indptr[0] == 0 and indptr[-1] == nnz and np.all(np.diff(indptr) >= 0),
+            f"{prefix}indptr is not a CSR row pointer for {rows} rows and {nnz} terms",
+        )
+        require(
+            len(a[prefix + "target"]) == nnz and len(a[prefix + "multiplicity"]) == nnz,
+            f"{prefix}target and {prefix}multiplicity must have one entry per term",
+        )
+        require(
+            np.all((a[prefix + "symbol"] >= 0) & (a[prefix + "symbol"] < n_symbols)),
+            f"{prefix}symbol indices out of range 0..{n_symbols - 1}",
+        )
+        require(
+            np.all((a[prefix + "target"] >= 0) & (a[prefix + "target"] < columns)),
+            f"{prefix}target indices out of range 0..{columns - 1}",
+        )
+    indptr, nnz = a["noise_indptr"], len(a["noise_symbol"])
+    require(
+        (len(indptr) == n + 1 or (len(indptr) == 1 and nnz == 0))
+        and indptr[0] == 0
+        and indptr[-1] == nnz
+        and np.all(np.diff(indptr) >= 0),
+        f"noise_indptr is not a CSR row pointer for {n} rows and {nnz} terms",
+    )
+    require(
+        all(len(a[f"noise_{x}"]) == nnz for x in ("left", "right", "multiplicity")),
+        "noise_left, noise_right and noise_multiplicity must have one entry per term",
+    )
+    require(np.all((a["noise_symbol"] >= 0) & (a["noise_symbol"] < n_symbols)), "noise_symbol out of range")
+    for side in ("noise_left", "noise_right"):
+        require(np.all((a[side] >= -1) & (a[side] < n)), f"{side} indices out of range -1..{n - 1}")
     require(len(a["parent"]) == n and np.all((a["parent"] >= -1) & (a["parent"] < n)), "parent out of range")
     require(len(a["via"]) == n and np.all((a["via"] >= -1) & (a["via"] < n_symbols)), "via out of range")
     alphabet = model.alphabet
@@ -614,6 +940,13 @@ class _Locator:
             out[at] = self.offsets[int(w)] + np.searchsorted(self.known[int(w)], codes[at])
         return out
 
+    def pieces(self, lengths, codes):
+        """As a call, with the empty word (length 0) at index −1."""
+        out = np.full(len(codes), -1, np.int64)
+        word = lengths > 0
+        out[word] = self(lengths[word], codes[word])
+        return out
+
 
 def _unpack_all(alphabet, lengths, packed):
     out = [None] * len(packed)
@@ -622,3 +955,33 @@ def _unpack_all(alphabet, lengths, packed):
         for i, row in zip(at, alphabet.unpack(packed[at], w)):
             out[i] = tuple(int(c) for c in row)
     return out
+
+
+def _latex_word(text):
+    """``S1 S2^T`` → ``S_1 S_2^{\\top}``."""
+    out = []
+    for letter in text.split():
+        transposed = letter.endswith("^T")
+        base = letter[:-2] if transposed else letter
+        name, index = base.rstrip("0123456789"), base[len(base.rstrip("0123456789")) :]
+        out.append(f"{name}_{{{index}}}" + ("^{\\top}" if transposed else ""))
+    return " ".join(out)
+
+
+def _latex_number(value):
+    if value == 1:
+        return ""
+    if value == -1:
+        return "-"
+    return f"{value:g}\\,"
+
+
+_GREEK = {"Gamma": r"\Gamma", "beta": r"\beta", "gamma": r"\gamma", "a1": "a^{(1)}", "a2": "a^{(2)}"}
+
+
+def _latex_symbol(symbol):
+    """``Gamma[1,2]`` → ``\\Gamma_{12}``; other families keep their name."""
+    base = _GREEK.get(symbol.family, rf"\mathrm{{{symbol.family}}}")
+    if symbol.k is None:
+        return base
+    return base + "_{" + (f"{symbol.k}" if symbol.l is None else f"{symbol.k}{symbol.l}") + "}"

@@ -20,7 +20,7 @@ each compatible partner and splits the rest into the inside and the outside of t
 memoised on the factor sequence, a word of length w costs O(w³).
 """
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -29,8 +29,16 @@ from .inits import INIT_KINDS, InitSpec
 from .matrices import letter_matrices, trace_moments
 from .representation import Component, block_radau, free_product, gram_component
 
-__all__ = ["InitSpec", "exact_moments", "empirical_moments", "law_factors", "free_poisson_quantiles",
-           "initial_representation", "matrix_moments", "INIT_KINDS"]  # fmt: skip
+__all__ = [
+    "InitSpec",
+    "exact_moments",
+    "empirical_moments",
+    "law_factors",
+    "free_poisson_quantiles",
+    "initial_representation",
+    "matrix_moments",
+    "INIT_KINDS",
+]
 
 # ---- exact d = ∞ moments -------------------------------------------------------------------
 
@@ -49,7 +57,7 @@ def exact_moments(model, specs, words):
         if spec.kind == "gaussian":
             laws.update(family.matrix_laws(k, spec))
 
-    @lru_cache(maxsize=None)
+    @cache
     def planar(factors):
         """Σ over non-crossing compatible pairings of Π variance × Π inner-face ratios."""
         if not factors:
@@ -137,7 +145,9 @@ def law_factors(model, specs, n, seed=0):
     for k in range(1, model.K + 1):
         spec = specs[k]
         if spec.kind == "from-file":
-            raise ModelError("the matrix-model closure needs gaussian or identity inits (files give their own matrices)")
+            raise ModelError(
+                "the matrix-model closure needs gaussian or identity inits (files give their own matrices)"
+            )
         if spec.kind == "identity":
             factors.append(model.family.identity_factor(spec.c, n))
         else:
@@ -167,8 +177,9 @@ def initial_representation(model, specs, n, moments=None, tol=1e-10, generators=
     radau = variant == "radau"
     family = model.family
     if family.closed:
-        raise ModelError(f"the {model.kind} model's hierarchy is closed: it needs no quadrature closure "
-                         "(use closure = \"zero\")")  # fmt: skip
+        raise ModelError(
+            f'the {model.kind} model\'s hierarchy is closed: it needs no quadrature closure (use closure = "zero")'
+        )
     if n < 0:
         raise ModelError(f"quadrature order n must be ≥ 0 (degree M ≥ 1), got {n}")
     size = len(family.letter_kinds) * model.K
@@ -195,8 +206,11 @@ def initial_representation(model, specs, n, moments=None, tol=1e-10, generators=
             raise ModelError("a from-file init has no d = ∞ law: build the representation from its moments")
         else:
             same = {j: spec for j in range(1, model.K + 1)}  # only index k's letters are asked for
-            components.append(family.representation_component(
-                k, spec, n, lambda words, same=same: exact_moments(model, same, words), generators, tol))
+            components.append(
+                family.representation_component(
+                    k, spec, n, lambda words, same=same: exact_moments(model, same, words), generators, tol
+                )
+            )
     if radau and not any(c.edges for c in components):
         return None
     return free_product(components, n, size, radau)
@@ -226,8 +240,12 @@ def matrix_moments(model, factors):
                 keys[i] = ("canonical", w, int(p))
         fresh = list(dict.fromkeys(k for k in keys if k not in known))
         if fresh:
-            codes = [tuple(int(c) for c in k[1:]) if k[0] == "raw" else
-                     tuple(alphabet.unpack(np.array([k[2]], dtype=np.uint64), k[1])[0]) for k in fresh]  # fmt: skip
+            codes = [
+                tuple(int(c) for c in k[1:])
+                if k[0] == "raw"
+                else tuple(alphabet.unpack(np.array([k[2]], dtype=np.uint64), k[1])[0])
+                for k in fresh
+            ]
             known.update(zip(fresh, trace_moments(codes, extended)))
         return np.array([known[k] for k in keys])
 

@@ -30,8 +30,8 @@ class SolveResult:
 
     ``t``: shape (n,), the output grid up to where integration stopped; ``y``: shape
     (n, n_words), moments in program order; ``status``: "ok", "blowup",
-    "left-feasible-set" or "failed"; ``t_stop``: last time reached; ``valid_until``: set
-    by `validity_horizon` (else ``t_stop``).
+    "left-feasible-set" or "failed"; ``t_stop``: last time reached (the trustworthy part
+    of the trajectory is `validity_horizon`'s business, which compares two degrees).
     """
 
     t: np.ndarray
@@ -45,7 +45,6 @@ class SolveResult:
     method: str
     nfev: int = 0
     seconds: float = 0.0
-    valid_until: float = None
     extra: dict = field(default_factory=dict)
 
     def series(self, word):
@@ -88,37 +87,72 @@ def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, b
     y0 = np.asarray(y0, dtype=float)
     program = truncation.program
     if y0.shape != program.packed.shape:
-        raise MomentgenError(f"`y0` has shape {y0.shape}; this program has {len(program.packed)} words "
-                             f"(degree {program.degree})")  # fmt: skip
+        raise MomentgenError(
+            f"`y0` has shape {y0.shape}; this program has {len(program.packed)} words (degree {program.degree})"
+        )
     lengths = program.lengths.astype(float)
     bound = blowup_factor * max(_radius(y0, lengths), 1e-12)
     scale = max(np.abs(y0[lengths == 2]).max(initial=0.0), 1e-12)
 
     events = [
-        Event(lambda t, y: bound - _radius(y, lengths), "blowup",
-              f"a moment exceeded the spectral bound {bound:.3g} (blowup_factor × initial radius); "
-              "the truncation is not valid beyond"),
-        Event(lambda t, y: _min_feasibility_eigenvalue(truncation, y) + 1e-9 * scale, "left-feasible-set",
-              "the order parameters left the PSD cone; the truncation is not valid beyond"),
-    ]  # fmt: skip
+        Event(
+            lambda t, y: bound - _radius(y, lengths),
+            "blowup",
+            f"a moment exceeded the spectral bound {bound:.3g} (blowup_factor × initial radius); "
+            "the truncation is not valid beyond",
+        ),
+        Event(
+            lambda t, y: _min_feasibility_eigenvalue(truncation, y) + 1e-9 * scale,
+            "left-feasible-set",
+            "the order parameters left the PSD cone; the truncation is not valid beyond",
+        ),
+    ]
     if not program.model.family.centred:
         collapse = _student_size(truncation, y0)
-        events.append(Event(lambda t, y: _student_size(truncation, y) - 1e-3 * collapse, "left-feasible-set",
-                            "the student collapsed: its slaving rate D (t^A + t^B) fell below 1e-3 of its initial "
-                            "value (beta = -psi/D is singular at 0); the truncation is not valid beyond"))  # fmt: skip
+        events.append(
+            Event(
+                lambda t, y: _student_size(truncation, y) - 1e-3 * collapse,
+                "left-feasible-set",
+                "the student collapsed: its slaving rate D (t^A + t^B) fell below 1e-3 of its initial "
+                "value (beta = -psi/D is singular at 0); the truncation is not valid beyond",
+            )
+        )
     if method == "LSODA" and len(y0) > LSODA_MAX_WORDS:
-        warnings.warn(f"LSODA keeps a dense {len(y0)}×{len(y0)} Jacobian ({8 * len(y0) ** 2 / 2**30:.1f} GiB); "
-                      "integrating with DOP853 instead (pass method='Radau' or 'BDF' for the sparse Jacobian)",
-                      stacklevel=2)  # fmt: skip
+        warnings.warn(
+            f"LSODA keeps a dense {len(y0)}×{len(y0)} Jacobian ({8 * len(y0) ** 2 / 2**30:.1f} GiB); "
+            "integrating with DOP853 instead (pass method='Radau' or 'BDF' for the sparse Jacobian)",
+            stacklevel=2,
+        )
         method = "DOP853"
     grid = np.linspace(0.0, T, points)
     start = time.perf_counter()
     track = None if program.model.family.centred else (lambda t, y: truncation.track(y))
-    run = integrate(truncation.rhs, y0, grid, method=method, rtol=rtol, atol=atol,
-                    jac=truncation.jac if method in METHODS_WITH_JACOBIAN else None, events=events, on_step=track,
-                    recoverable=STATE_ERRORS, recoverable_status="left-feasible-set")  # fmt: skip
-    return SolveResult(run.t, run.y, list(program.words), run.status, run.message, run.t_stop,
-                       program.model.time_scale, program.degree, method, run.nfev, time.perf_counter() - start)  # fmt: skip
+    run = integrate(
+        truncation.rhs,
+        y0,
+        grid,
+        method=method,
+        rtol=rtol,
+        atol=atol,
+        jac=truncation.jac if method in METHODS_WITH_JACOBIAN else None,
+        events=events,
+        on_step=track,
+        recoverable=STATE_ERRORS,
+        recoverable_status="left-feasible-set",
+    )
+    return SolveResult(
+        run.t,
+        run.y,
+        list(program.words),
+        run.status,
+        run.message,
+        run.t_stop,
+        program.model.time_scale,
+        program.degree,
+        method,
+        run.nfev,
+        time.perf_counter() - start,
+    )
 
 
 def validity_horizon(fine, coarse, words, tol, closed=False):
@@ -162,6 +196,9 @@ def audited(potential, run, reset=None, attempts=3):
         if reset is not None:
             reset()
     potential.missed_rtol = True
-    warnings.warn(f"the quadrature rule of {potential.loss.name!r} was refined {attempts} times along the path "
-                  "and still missed rtol at a state it met; raise [loss] rtol or shorten the horizon", stacklevel=3)
+    warnings.warn(
+        f"the quadrature rule of {potential.loss.name!r} was refined {attempts} times along the path "
+        "and still missed rtol at a state it met; raise [loss] rtol or shorten the horizon",
+        stacklevel=3,
+    )
     return result

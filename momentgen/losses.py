@@ -50,13 +50,27 @@ _REFUSED = {  # functions whose second derivative is not an ordinary function: P
     "abs": "abs's second derivative is a Dirac mass at 0; use a smooth alternative such as sqrt(1 + x**2)",
 }
 
+
+def _substitution(h):
+    """The function z ↦ h(z) for an activation written in x."""
+    return lambda z: h.subs(_x, z)
+
+
 #: Functions a custom expression may call, and the sympy function each one means.
 FUNCTIONS = {
-    "exp": sympy.exp, "log": sympy.log, "sqrt": sympy.sqrt, "tanh": sympy.tanh, "erf": sympy.erf,
-    "sin": sympy.sin, "cos": sympy.cos, "cosh": sympy.cosh, "sinh": sympy.sinh,
-    "sigmoid": lambda z: 1 / (1 + sympy.exp(-z)), "softplus": lambda z: sympy.log(1 + sympy.exp(z)),
-    **{name: (lambda h: lambda z: h.subs(_x, z))(h) for name, h in ACTIVATIONS.items() if name.startswith("h")},
-}  # fmt: skip
+    "exp": sympy.exp,
+    "log": sympy.log,
+    "sqrt": sympy.sqrt,
+    "tanh": sympy.tanh,
+    "erf": sympy.erf,
+    "sin": sympy.sin,
+    "cos": sympy.cos,
+    "cosh": sympy.cosh,
+    "sinh": sympy.sinh,
+    "sigmoid": lambda z: 1 / (1 + sympy.exp(-z)),
+    "softplus": lambda z: sympy.log(1 + sympy.exp(z)),
+    **{name: _substitution(h) for name, h in ACTIVATIONS.items() if name.startswith("h")},
+}
 _CONSTANTS = {"pi": sympy.pi, "E": sympy.E}
 
 #: What a loss may cost, checked before anything is expanded or compiled.
@@ -94,8 +108,12 @@ class Loss:
 
 
 def variables(L, K):
-    return [sympy.Symbol(f"G_{i}_{j}_{k}", real=True) for i in range(1, L + 1) for j in range(1, L + 1)
-            for k in range(1, K + 1)]  # fmt: skip
+    return [
+        sympy.Symbol(f"G_{i}_{j}_{k}", real=True)
+        for i in range(1, L + 1)
+        for j in range(1, L + 1)
+        for k in range(1, K + 1)
+    ]
 
 
 def _check_sizes(L, K):
@@ -158,11 +176,14 @@ def builtin(name, L=1, K=2, **options):
     """
     _check_sizes(L, K)
     if name not in BUILTINS:
-        raise UnsupportedLoss(f"unknown built-in loss {name!r}: choose one of {', '.join(BUILTINS)} "
-                              "or give an expression")  # fmt: skip
+        raise UnsupportedLoss(
+            f"unknown built-in loss {name!r}: choose one of {', '.join(BUILTINS)} or give an expression"
+        )
     if name == "softmax-mse" and L == 1:
-        raise UnsupportedLoss("softmax-mse needs L ≥ 2 tokens: a softmax over one token is 1, so the loss is "
-                              "identically 0 (use mse for L = 1)")  # fmt: skip
+        raise UnsupportedLoss(
+            "softmax-mse needs L ≥ 2 tokens: a softmax over one token is 1, so the loss is "
+            "identically 0 (use mse for L = 1)"
+        )
     try:
         expr, label = BUILTINS[name](L, K, **options)
     except TypeError as error:
@@ -208,21 +229,27 @@ def _checked(loss):
     """Refuse a loss whose cost or whose Gaussian expectation cannot be bounded (see `LIMITS`)."""
     degree = _degree_bound(loss.expr, set(loss.variables))
     if degree > LIMITS["degree"]:
-        raise UnsupportedLoss(f"loss {_short(loss.name)} has polynomial degree up to {degree} in G; the limit is "
-                              f"{LIMITS['degree']} (its Wick expansion would not finish)")  # fmt: skip
+        raise UnsupportedLoss(
+            f"loss {_short(loss.name)} has polynomial degree up to {degree} in G; the limit is "
+            f"{LIMITS['degree']} (its Wick expansion would not finish)"
+        )
     if loss.is_polynomial:
         moments = math.comb(len(loss.expr.free_symbols) + degree, degree)
         if moments > LIMITS["moments"]:
-            raise UnsupportedLoss(f"loss {_short(loss.name)} needs about {moments:.2g} Gaussian moments of degree "
-                                  f"≤ {degree} in {len(loss.expr.free_symbols)} variables (limit "
-                                  f"{LIMITS['moments']:.0e}): lower the degree or use fewer variables")  # fmt: skip
+            raise UnsupportedLoss(
+                f"loss {_short(loss.name)} needs about {moments:.2g} Gaussian moments of degree "
+                f"≤ {degree} in {len(loss.expr.free_symbols)} variables (limit "
+                f"{LIMITS['moments']:.0e}): lower the degree or use fewer variables"
+            )
     for order, expr in enumerate(_derivatives(loss)):
         bad = _singular_part(expr)
         if bad is not None:
             what = ("the loss", "its gradient", "its second derivatives")[order]
-            raise UnsupportedLoss(f"loss {_short(loss.name)} is singular on the real line: {what} contains {bad}, "
-                                  "which is infinite (or undefined) where its argument is 0 — its Gaussian "
-                                  "expectation need not exist; use a loss that is smooth for every real G")  # fmt: skip
+            raise UnsupportedLoss(
+                f"loss {_short(loss.name)} is singular on the real line: {what} contains {bad}, "
+                "which is infinite (or undefined) where its argument is 0 — its Gaussian "
+                "expectation need not exist; use a loss that is smooth for every real G"
+            )
     return loss
 
 
@@ -284,16 +311,23 @@ def _bounded(value):
     if value.is_number and value != 0:
         size = abs(complex(value.evalf(20)))
         if not 1 / LIMITS["number"] <= size <= LIMITS["number"]:
-            raise UnsupportedLoss(f"the number {value.evalf(6)} is out of range: numbers in a loss must lie between "
-                                  f"{1 / LIMITS['number']:g} and {LIMITS['number']:g} in size")  # fmt: skip
+            raise UnsupportedLoss(
+                f"the number {value.evalf(6)} is out of range: numbers in a loss must lie between "
+                f"{1 / LIMITS['number']:g} and {LIMITS['number']:g} in size"
+            )
     return value
 
 
 class _Translator(ast.NodeVisitor):
     """Turns an allowed Python expression tree into sympy; anything else is refused."""
 
-    _BINARY = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-               ast.Div: lambda a, b: a / b, ast.Pow: lambda a, b: a**b}  # fmt: skip
+    _BINARY = {
+        ast.Add: lambda a, b: a + b,
+        ast.Sub: lambda a, b: a - b,
+        ast.Mult: lambda a, b: a * b,
+        ast.Div: lambda a, b: a / b,
+        ast.Pow: lambda a, b: a**b,
+    }
     _UNARY = {ast.UAdd: lambda a: a, ast.USub: lambda a: -a}
 
     def __init__(self, L, K):
@@ -314,8 +348,10 @@ class _Translator(ast.NodeVisitor):
             if not right.is_number or abs(float(right)) > LIMITS["power"]:
                 raise UnsupportedLoss(f"powers must be numbers of size at most {LIMITS['power']}, got {right}")
             if left.is_number and left != 0 and abs(float(right) * math.log10(abs(complex(left)))) > _DIGITS:
-                raise UnsupportedLoss(f"the number {left}**{right} is out of range: numbers in a loss must lie "
-                                      f"between {1 / LIMITS['number']:g} and {LIMITS['number']:g} in size")  # fmt: skip
+                raise UnsupportedLoss(
+                    f"the number {left}**{right} is out of range: numbers in a loss must lie "
+                    f"between {1 / LIMITS['number']:g} and {LIMITS['number']:g} in size"
+                )
         return _bounded(op(left, right))
 
     def visit_UnaryOp(self, node):
@@ -336,13 +372,17 @@ class _Translator(ast.NodeVisitor):
 
     def visit_Call(self, node):
         if not isinstance(node.func, ast.Name):
-            raise UnsupportedLoss(f"only plain function calls are allowed, not {type(node.func).__name__} "
-                                  f"(column {node.col_offset}): use one of {', '.join(sorted(FUNCTIONS))}")  # fmt: skip
+            raise UnsupportedLoss(
+                f"only plain function calls are allowed, not {type(node.func).__name__} "
+                f"(column {node.col_offset}): use one of {', '.join(sorted(FUNCTIONS))}"
+            )
         if node.func.id in _REFUSED:
             raise UnsupportedLoss(f"function {node.func.id!r} is refused: {_REFUSED[node.func.id]}")
         if node.func.id not in FUNCTIONS or node.keywords:
-            raise UnsupportedLoss(f"function {node.func.id!r} is not allowed (or takes no keywords): "
-                                  f"use one of {', '.join(sorted(FUNCTIONS))}")  # fmt: skip
+            raise UnsupportedLoss(
+                f"function {node.func.id!r} is not allowed (or takes no keywords): "
+                f"use one of {', '.join(sorted(FUNCTIONS))}"
+            )
         if len(node.args) != 1:
             raise UnsupportedLoss(f"{node.func.id}() takes exactly one argument")
         return FUNCTIONS[node.func.id](self.visit(node.args[0]))

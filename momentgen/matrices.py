@@ -16,8 +16,16 @@ import numpy as np
 from . import models
 from .errors import ModelError, WordError
 
-__all__ = ["letter_matrices", "trace_moments", "means", "sample_factors", "initial_factors",
-           "load_factors", "MAX_DIMENSION", "MAX_ARRAY_BYTES"]  # fmt: skip
+__all__ = [
+    "letter_matrices",
+    "trace_moments",
+    "means",
+    "sample_factors",
+    "initial_factors",
+    "load_factors",
+    "MAX_DIMENSION",
+    "MAX_ARRAY_BYTES",
+]
 
 MAX_DIMENSION = 10_000  # d of matrices read from a file: each d × d letter takes 8 d² bytes (0.8 GB here)
 MAX_ARRAY_BYTES = 2 * 2**30  # one array in an .npz, as its header declares it
@@ -102,8 +110,10 @@ def _read_npz(path, alternatives):
         for name in wanted:
             info = archive.getinfo(f"{name}.npy")
             if info.file_size > MAX_ARRAY_BYTES:
-                raise ModelError(f"{path}: array {name} would take {info.file_size / 2**30:.3g} GiB; the limit is "
-                                 f"{MAX_ARRAY_BYTES / 2**30:g} GiB")  # fmt: skip
+                raise ModelError(
+                    f"{path}: array {name} would take {info.file_size / 2**30:.3g} GiB; the limit is "
+                    f"{MAX_ARRAY_BYTES / 2**30:g} GiB"
+                )
             with archive.open(info) as member:
                 shape, dtype = _npy_header(member, path, name)
             _check_shape(shape, dtype, path, name)
@@ -132,8 +142,10 @@ def _check_shape(shape, dtype, path, name):
         raise ModelError(f"{path}: array {name} must be a matrix (2-d), got shape {shape}")
     d = shape[0]
     if d > MAX_DIMENSION or shape[1] > MAX_DIMENSION:
-        raise ModelError(f"{path}: array {name} has shape {shape}: the letters would be {d} × {d} "
-                         f"({8 * d * d / 2**30:.2g} GiB each); the limit is d ≤ {MAX_DIMENSION}")  # fmt: skip
+        raise ModelError(
+            f"{path}: array {name} has shape {shape}: the letters would be {d} × {d} "
+            f"({8 * d * d / 2**30:.2g} GiB each); the limit is d ≤ {MAX_DIMENSION}"
+        )
     if np.prod(shape, dtype=float) * dtype.itemsize > MAX_ARRAY_BYTES:
         raise ModelError(f"{path}: array {name} of shape {shape} exceeds {MAX_ARRAY_BYTES / 2**30:g} GiB")
 

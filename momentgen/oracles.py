@@ -20,6 +20,8 @@ integrator tolerances — no truncation, no closure.
 """
 
 import numpy as np
+from scipy.integrate import solve_ivp
+from scipy.optimize import brentq
 
 __all__ = ["marchenko_pastur_rule", "solvable_tied_moments", "riccati_tied_moments"]
 
@@ -41,7 +43,8 @@ def marchenko_pastur_rule(r, sigma, n=400):
 
 
 def solvable_tied_moments(t, r, sigma, c, gamma=0.0, n=400):
-    """``t₁ = μ(S₁)``, ``q₁₁ = μ(S₁²)``, ``q₁₂ = μ(S₁S₂) = c t₁`` at times ``t`` (array), d = ∞."""
+    """``t₁ = μ(S₁)``, ``q₁₁ = μ(S₁²)``, ``q₁₂ = μ(S₁S₂) = c t₁`` at times ``t`` (array, on the tied
+    axis t = 4nη/d), d = ∞."""
     x, w = marchenko_pastur_rule(r, sigma, n)
     cp = c - gamma / 8
     t = np.asarray(t, dtype=float)[:, None]
@@ -58,13 +61,10 @@ def _spectrum(spec, n):
 
 
 def riccati_tied_moments(potential, student, teacher, times, n=200, rtol=1e-11):
-    """Exact d = ∞ ``t₁``, ``q₁₁``, ``q₁₂`` of the tied Riccati case at ``times`` (see the module
-    docstring). ``potential``: a tied `momentgen.potential.Potential` with K = 2, L = 1;
+    """Exact d = ∞ ``t₁``, ``q₁₁``, ``q₁₂`` of the tied Riccati case at ``times`` (tied axis
+    t = 4nη/d; see the module docstring). ``potential``: a tied `momentgen.potential.Potential` with K = 2, L = 1;
     ``student``, ``teacher``: their `momentgen.initial.InitSpec` (Gaussian or identity).
     Returns {"S1": …, "S1 S1": …, "S1 S2": …} (arrays over ``times``)."""
-    from scipy.integrate import solve_ivp
-    from scipy.optimize import brentq
-
     lam, p = _spectrum(student, n)  # student spectrum at t = 0
     x, nu = _spectrum(teacher, n)
     q22 = (x**2) @ nu
@@ -102,8 +102,7 @@ def riccati_tied_moments(potential, student, teacher, times, n=200, rtol=1e-11):
         return np.concatenate([[Gamma[0, 1]], 2 * Gamma[0, 0] * np.exp(-2 * state[0] * x)])
 
     times = np.asarray(times, dtype=float)
-    run = solve_ivp(rates, (0.0, times[-1]), np.zeros(1 + len(x)), t_eval=times, method="DOP853", rtol=rtol,
-                    atol=1e-13)  # fmt: skip
+    run = solve_ivp(rates, (0.0, times[-1]), np.zeros(1 + len(x)), t_eval=times, method="DOP853", rtol=rtol, atol=1e-13)
     if not run.success:
         raise RuntimeError(f"Riccati oracle failed: {run.message}")
     values = np.array([moments(run.y[:, i]) for i in range(len(run.t))])

@@ -15,31 +15,40 @@ by Price's theorem ``∂Φ/∂Q1_kl = ½ Σ T_{ij,i'j'} E[∂²ℓ/∂G_ijk ∂G
 ``b_k = ∂Φ/∂m_k = Σ_ij C_ij E[∂ℓ/∂G_ijk]``. Model coefficients: tied ``Γ = ∂Φ/∂Q1 + ∂Φ/∂Q2``;
 untied ``a⁽¹⁾ = ∂Φ/∂Q1``, ``a⁽²⁾ = ∂Φ/∂Q2``, ``b``; direct ``A = ∂Φ/∂Q1``, ``B = ∂Φ/∂Q2``.
 
+The finite-learning-rate term (docs/FINITE_LR.md) needs one more Gaussian expectation, of the
+outer product of the loss gradient ``c = ∂ℓ/∂G``: ``N1_kl = Σ T_{ij,i'j'} E[c_ijk c_i'j'l]`` and
+``N2_kl`` the same with ``T P`` (`Potential.noise_at`).
+
 Two ways to compute them, chosen by `Potential` (``method="auto"``):
 
 * **exact** (polynomial ℓ): Φ is a polynomial in (m, Q1, Q2) by Isserlis/Wick with mean;
   every derivative is symbolic and compiled with ``sympy.lambdify``;
 * **quadrature** (any ℓ twice differentiable): a fixed Gaussian rule over the factor of
   the covariance restricted to the directions ℓ depends on (the span of ∇ℓ: a row softmax
-  ignores a constant added to its row), tensor Gauss–Hermite up to 4 dimensions, scrambled
-  Sobol QMC with a fixed seed beyond. ℓ, ∇ℓ and ∇²ℓ come from symbolic derivatives,
-  compiled with numba (`momentgen.codegen`); no finite differences. The number of nodes is
-  calibrated once, at the first state, to the requested ``rtol``; the rule then stays fixed
-  so that Φ is smooth in q for the ODE solver, and each evaluation can report an error
-  estimate (its distance to the next-coarser rule).
+  ignores a constant added to its row): a tensor trapezoidal rule on [−10, 10] up to 4
+  dimensions (geometric convergence for integrands analytic in a strip), a Smolyak sparse
+  grid of Gauss–Hermite rules beyond. ℓ, ∇ℓ and ∇²ℓ come from symbolic derivatives,
+  compiled with numba (`momentgen.codegen`); gradients by Price's theorem, no finite
+  differences. The level is calibrated at the first state to the requested ``rtol``
+  (estimated from the geometric tail of successive levels) and then kept fixed, so that Φ is
+  smooth in q for the ODE solver; along a run the rule is checked at states far from the
+  calibration state (`Potential.audit`, `Potential.accuracy_report`) and a run whose rule
+  stopped meeting ``rtol`` is redone on a refined rule (`momentgen.integrate.audited`).
 """
 
 import contextlib
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import combinations_with_replacement, permutations, product
+from math import comb
 
 import numpy as np
 import sympy
 
+from . import models
 from .codegen import compile_weighted_sum
 from .errors import InfeasibleState, NonFinitePotential, NoSlavedMean, PotentialError, UnsupportedLoss
-from . import models
 
 __all__ = ["Potential", "PotentialValue", "SecondDerivatives"]
 
@@ -48,6 +57,12 @@ _TRUNCATION = 10.0  # the trapezoidal rule covers [-10, 10]: Gaussian mass outsi
 _MAX_POINTS = 400_000
 _MAX_LEVEL = 200
 _DIVERGED = 1e-3  # a rule still changing this much at its finest level: Φ is (probably) infinite
+# The noise second moments E[∇ℓ∇ℓᵀ] of the finite-learning-rate term: relative accuracy 1e-3. The term
+# is the first order of an expansion in κ whose next order is O(κ) relative to it (5e-2 at κ = 0.05),
+# so its coefficients need no more. The whole loss is one integral over every direction it depends on
+# (e.g. 4 for softmax-mse at L = K = 2), on [−6, 6] (Gaussian mass outside 2e-9 ≪ 1e-3).
+_NOISE_RTOL = 1e-3
+_NOISE_TRUNCATION = 6.0
 
 
 @dataclass
@@ -55,8 +70,8 @@ class PotentialValue:
     """Φ and its derivatives at one state; arrays indexed by 0-based k, l.
 
     ``dQ1``, ``dQ2``: (K, K) ``∂Φ/∂Q1_kl``, ``∂Φ/∂Q2_kl``; ``b``: (K,) ``∂Φ/∂m_k``;
-    ``m_hessian``: (K, K) ``∂²Φ/∂m_k∂m_l`` (both zero for tied and direct, which have no mean); ``error``: estimated absolute error of Φ and of
-    the largest derivative (0 for the exact path; None if not requested).
+    ``m_hessian``: (K, K) ``∂²Φ/∂m_k∂m_l`` (both zero for a kind without a mean); ``error``: estimated
+    absolute error of Φ and of the largest derivative (0 for the exact path; None if not requested).
     """
 
     phi: float
@@ -71,8 +86,12 @@ class PotentialValue:
         trainable rows, keyed by symbol name (e.g. ``Gamma[1,2]``)."""
         K = len(self.b)
         arrays = models.get(kind).potential_families(self)
-        return {f"{name}[{k},{l + 1}]": array[k - 1, l] for name, array in arrays.items() for k in trainable
-                for l in range(K)}  # fmt: skip
+        return {
+            f"{name}[{k},{l + 1}]": array[k - 1, l]
+            for name, array in arrays.items()
+            for k in trainable
+            for l in range(K)
+        }
 
 
 @dataclass
@@ -127,8 +146,9 @@ class Potential:
     @classmethod
     def from_config(cls, config):
         """The potential of a configuration: its loss, model kind, [model] C and [loss] rtol."""
-        return cls(config.loss(), config.model.kind, C=config.section("model")["C"],
-                   rtol=config.section("loss")["rtol"])  # fmt: skip
+        return cls(
+            config.loss(), config.model.kind, C=config.section("model")["C"], rtol=config.section("loss")["rtol"]
+        )
 
     # ---- states ----------------------------------------------------------------------------
     def _law(self, m, Q1, Q2):
@@ -151,8 +171,10 @@ class Potential:
         if self.family.centred:  # centred pre-activations: there is no mean to differentiate by
             value.b, value.m_hessian = np.zeros(self.K), np.zeros((self.K, self.K))
         if not np.isfinite(value.phi) or not all(np.all(np.isfinite(x)) for x in (value.dQ1, value.dQ2, value.b)):
-            raise NonFinitePotential(f"Phi of loss {self.loss.name!r} is not finite at m={m.tolist()}, "
-                                 f"Q1={Q1.tolist()}, Q2={Q2.tolist()}: check the loss and the state")  # fmt: skip
+            raise NonFinitePotential(
+                f"Phi of loss {self.loss.name!r} is not finite at m={m.tolist()}, "
+                f"Q1={Q1.tolist()}, Q2={Q2.tolist()}: check the loss and the state"
+            )
         return value
 
     @contextlib.contextmanager
@@ -179,11 +201,25 @@ class Potential:
             return {"method": "exact", "level": None, "rtol": self.rtol, "accuracy": 0.0, "met_rtol": True}
         backend = self._backend
         if backend.fixed:
-            return {"method": "quadrature", "level": backend.level, "rtol": None, "accuracy": None,
-                    "met_rtol": None, "note": "level fixed by the caller: not checked"}  # fmt: skip
-        return {"method": "quadrature", "level": backend.level, "rtol": self.rtol,
-                "accuracy": float(backend.accuracy), "states_checked": len(backend.verified),
-                "met_rtol": not self.missed_rtol and backend.accuracy <= self.rtol}  # fmt: skip
+            return {
+                "method": "quadrature",
+                "level": backend.level,
+                "rtol": None,
+                "accuracy": None,
+                "met_rtol": None,
+                "note": "level fixed by the caller: not checked",
+            }
+        report = {
+            "method": "quadrature",
+            "level": backend.level,
+            "rtol": self.rtol,
+            "accuracy": float(backend.accuracy),
+            "states_checked": len(backend.verified),
+            "met_rtol": not self.missed_rtol and backend.accuracy <= self.rtol,
+        }
+        if getattr(backend, "_noise_level", None) is not None:
+            report["noise"] = {"level": backend._noise_level, "accuracy": float(backend.noise_accuracy)}
+        return report
 
     def second_derivatives(self, **state):
         """Second derivatives of Φ at a state, for Jacobians (`SecondDerivatives`).
@@ -202,6 +238,22 @@ class Potential:
         if self.family.centred:
             second.Qm[:], second.mm[:] = 0.0, 0.0
         return second
+
+    def noise_at(self, Q1, Q2, m=None):
+        """(N1, N2), each (K, K): the SGD-noise contractions of the finite-learning-rate term,
+        ``N1_kl = Σ_{ij,i'j'} C_ii'C_jj' E[c_ijk c_i'j'l]`` and ``N2_kl = Σ C_ij'C_ji' E[c_ijk c_i'j'l]``
+        with ``c = ∂ℓ/∂G`` (second moments, not covariances: docs/FINITE_LR.md). Exact path:
+        Wick; quadrature path: a rule over every direction ℓ depends on, calibrated to ``rtol`` at
+        the first state it meets and then fixed."""
+        m, Q1, Q2 = self._law(m, Q1, Q2)
+        outer = self._backend.gradient_outer(m, Q1, Q2)
+        N1, N2 = self._pairs.contract_noise(outer, self.K)
+        if not (np.all(np.isfinite(N1)) and np.all(np.isfinite(N2))):
+            raise NonFinitePotential(
+                f"the noise second moments E[c c'] of loss {self.loss.name!r} are not finite at m={m.tolist()}, "
+                f"Q1={Q1.tolist()}, Q2={Q2.tolist()}: check the loss and the state"
+            )
+        return N1, N2
 
     def _arguments(self, state):
         """(Q1, Q2, m) from the kind's own names of its order parameters (`ModelKind.state_names`)."""
@@ -254,8 +306,11 @@ class Potential:
                 candidate = self.evaluate(m=trial, q1=q1, q2=q2)
                 if candidate.phi <= value.phi + 1e-4 * alpha * (g @ step) + 1e-15 * abs(value.phi):
                     break
-                if curvature[0] > 0 and np.abs(candidate.b[idx]).max() < 0.5 * np.abs(g).max() and (
-                        abs(g @ step) < 1e-12 * max(1.0, abs(value.phi))):  # fmt: skip
+                if (
+                    curvature[0] > 0
+                    and np.abs(candidate.b[idx]).max() < 0.5 * np.abs(g).max()
+                    and (abs(g @ step) < 1e-12 * max(1.0, abs(value.phi)))
+                ):
                     break  # near the minimum Φ's decrease is below its rounding: the gradient decides
                 alpha /= 2
             m, value = trial, candidate
@@ -333,6 +388,11 @@ class _PairGeometry:
         dQ2 = 0.5 * np.einsum("ab,akbl->kl", self.TP, H)
         return dQ1, dQ2, self.c @ g, np.einsum("a,b,akbl->kl", self.c, self.c, H)
 
+    def contract_noise(self, outer, K):
+        """(N1, N2) from E[∇ℓ ∇ℓᵀ] (p, p): the contractions of Γ's without its ½."""
+        H = outer.reshape(self.L**2, K, self.L**2, K)
+        return np.einsum("ab,akbl->kl", self.T, H), np.einsum("ab,akbl->kl", self.TP, H)
+
     def contract_second(self, hess, third, fourth, K):
         """`SecondDerivatives` from E∇²ℓ, E∇³ℓ and E∇⁴ℓ (full symmetric tensors) by Price's theorem."""
         P = self.L**2
@@ -353,7 +413,7 @@ def _check_psd(w, name, Q1, Q2):
             f"order parameters outside the feasible set: {name} has eigenvalue {w.min():.3g} < 0 at "
             f"Q1={Q1.tolist()}, Q2={Q2.tolist()}; q1 + q2 and q1 - q2 (tied: q; direct: Omega ± Psi) must be "
             "positive semi-definite"
-        )  # fmt: skip
+        )
 
 
 def _psd_root(Q, name, Q1, Q2):
@@ -407,15 +467,16 @@ class _Quadrature:
         rank = int(np.sum(s > 1e-9 * s[0])) if s[0] > 0 else 0
         return Vt[:rank].T
 
-    def _factors(self, m, Q1, Q2):
-        """Mean (p,) of G and, per term group, the covariance factor restricted to its directions."""
+    def _factors(self, m, Q1, Q2, bases=None):
+        """Mean (p,) of G and, per term group (or per basis of ``bases``), the covariance factor
+        restricted to its directions."""
         pairs = self.potential._pairs
         blocks = [np.kron(pairs.sym_root, _psd_root(Q1 + Q2, "Q1 + Q2", Q1, Q2))]
         if pairs.anti_root.size and not np.array_equal(Q1, Q2):
             blocks.append(np.kron(pairs.anti_root, _psd_root(Q1 - Q2, "Q1 - Q2", Q1, Q2)))
         F = np.hstack(blocks)
         restricted = []
-        for basis in self.features:
+        for basis in self.features if bases is None else bases:
             if basis.shape[1] >= F.shape[1]:
                 restricted.append(F)
                 continue
@@ -440,8 +501,6 @@ class _Quadrature:
     def _jet_kernel(self):
         """Kernel of the 3rd and 4th derivatives of each term group (compiled on first use)."""
         if getattr(self, "_jet", None) is None:
-            from itertools import combinations_with_replacement
-
             v = self.potential.loss.variables
             self._combos3 = list(combinations_with_replacement(range(self.p), 3))
             self._combos4 = list(combinations_with_replacement(range(self.p), 4))
@@ -450,12 +509,72 @@ class _Quadrature:
                 out = []
                 for term in self.groups:
                     used = term.free_symbols
-                    out.append([sympy.diff(term, *[v[a] for a in combo]) if {v[a] for a in combo} <= used
-                                else sympy.Integer(0) for combo in self._combos3 + self._combos4])  # fmt: skip
+                    out.append(
+                        [
+                            sympy.diff(term, *[v[a] for a in combo])
+                            if {v[a] for a in combo} <= used
+                            else sympy.Integer(0)
+                            for combo in self._combos3 + self._combos4
+                        ]
+                    )
                 return out
 
             self._jet = compile_weighted_sum(groups, v, key="third-fourth|" + self._key)
         return self._jet
+
+    # ---- the noise second moments E[∇ℓ ∇ℓᵀ] (finite learning rate) ------------------------------
+    def _noise_kernel(self):
+        """Kernel of the upper triangle of ∇ℓ ∇ℓᵀ for the whole loss (not additive over the term
+        groups: one group over the union of their directions); compiled on first use."""
+        if getattr(self, "_outer", None) is None:
+            v = self.potential.loss.variables
+
+            def outputs():
+                grad = [sympy.diff(self.potential.loss.expr, x) for x in v]
+                return [[grad[a] * grad[b] for a in range(self.p) for b in range(a, self.p)]]
+
+            self._outer = compile_weighted_sum(outputs, v, key="gradient-outer|" + self._key)
+            stacked = np.hstack(self.features)
+            basis, s, _ = np.linalg.svd(stacked, full_matrices=False)
+            self._noise_basis = basis[:, s > 1e-9 * s[0]] if s.size and s[0] > 0 else basis[:, :0]
+            self._noise_level = None
+        return self._outer
+
+    def _outer_moments(self, mean, F, level):
+        z, w = _rule(F.shape[1], level, _NOISE_TRUNCATION)
+        upper = self._outer(mean + z @ F.T, w, 0)
+        out = np.zeros((self.p, self.p))
+        out[self.upper] = upper
+        return out + np.triu(out, 1).T
+
+    def gradient_outer(self, m, Q1, Q2):
+        """E[∇ℓ ∇ℓᵀ] (p, p) at a state; the level is calibrated to rtol at the first call, then fixed."""
+        self._noise_kernel()
+        mean, factors = self._factors(m, Q1, Q2, bases=[self._noise_basis])
+        F = factors[0]
+        if self._noise_level is None:
+            self._noise_level = self._calibrate_outer(mean, F)
+        return self._outer_moments(mean, F, self._noise_level)
+
+    def _calibrate_outer(self, mean, F):
+        """Lowest level ≥ 3 whose E[∇ℓ∇ℓᵀ] changes by < `_NOISE_RTOL` (relative to its largest entry)
+        from the level below; the change is kept as the noise rule's accuracy."""
+        target = max(self.potential.rtol, _NOISE_RTOL)
+        previous = self._outer_moments(mean, F, 2)
+        for level in range(3, _MAX_LEVEL + 1):
+            current = self._outer_moments(mean, F, level)
+            self.noise_accuracy = np.abs(current - previous).max() / max(np.abs(current).max(), 1e-300)
+            if self.noise_accuracy <= target:
+                return level
+            if len(_rule(F.shape[1], level + 1, _NOISE_TRUNCATION)[1]) > _MAX_POINTS:
+                break
+            previous = current
+        warnings.warn(
+            f"the noise second moments of loss {self.potential.loss.name!r} stopped at quadrature level {level} "
+            f"(relative change {self.noise_accuracy:.2g}) short of {target:g}",
+            stacklevel=4,
+        )
+        return level
 
     def second(self, m, Q1, Q2):
         mean, factors = self._factors(m, Q1, Q2)
@@ -472,19 +591,25 @@ class _Quadrature:
         return self.potential._pairs.contract_second(hess, third, fourth, self.potential.K)
 
     # ---- error control along the path ------------------------------------------------------
-    # The rule is calibrated at the first state. A state is *near* a checked one when every
-    # singular value of its covariance factors and its mean are within 20 % of that state's:
-    # the trapezoidal rule's accuracy depends on the state only through them. At a far state
+    # The rule is calibrated at the first state. A state is *near* a checked one when the Gram
+    # matrices of its restricted covariance factors and its mean are within 40 % (20 % in scale) of
+    # that state's: the trapezoidal rule's accuracy depends on the state only through them. At a far state
     # the level is checked (levels L − 1 and L must agree to rtol) and raised when it fails,
     # unless the potential is frozen (a run in progress, whose right-hand side must stay a pure
     # function of the state): then the state is kept for `audit`, which checks it afterwards.
 
     def _signature(self, mean, factors):
-        return np.concatenate([np.linalg.svd(F, compute_uv=False) for F in factors] + [[np.abs(mean).max(initial=0)]])
+        """What the rule's accuracy depends on: each group's Gram matrix FᵀF (the covariance in the
+        directions it integrates over) and the mean — cheap, no decomposition."""
+        return np.concatenate([(F.T @ F).ravel() for F in factors] + [mean])
 
     def _near(self, signature, others):
-        floor = 0.05 * max(1.0, float(signature.max(initial=0)))
-        return any(np.all(np.abs(signature - v) <= 0.2 * np.maximum(np.abs(v), floor)) for v in others)
+        """Within 40 % of a checked state in the Gram matrices (20 % in their scale) and the mean."""
+        if not others:
+            return False
+        others = np.asarray(others)
+        tolerance = 0.4 * np.maximum(np.abs(others).max(axis=1, keepdims=True), 0.05)
+        return bool(np.any(np.all(np.abs(others - signature) <= tolerance, axis=1)))
 
     def _control(self, mean, factors):
         """Calibrate at the first state; check (or, frozen, remember) states far from the checked ones."""
@@ -544,12 +669,17 @@ class _Quadrature:
             if len(_rule(dim, level + 1)[1]) > _MAX_POINTS or level >= _MAX_LEVEL:
                 if change > _DIVERGED:
                     raise NonFinitePotential(
-                        f"the Gaussian expectation Phi of loss {self.potential.loss.name!r} does not converge (relative "
+                        f"the Gaussian expectation Phi of loss {self.potential.loss.name!r} does not converge "
+                        "(relative "
                         f"change {change:.2g} between quadrature levels at the finest, {level}): it is probably "
-                        "infinite at this state (e.g. exp(G**2) once Var G >= 1/2); change the loss or the scales")
-                warnings.warn(f"quadrature for loss {self.potential.loss.name!r} stopped at level {level} "
-                              f"(dimension {dim}) short of rtol={self.potential.rtol:g}: relative change "
-                              f"{change:.2g}", stacklevel=4)  # fmt: skip
+                        "infinite at this state (e.g. exp(G**2) once Var G >= 1/2); change the loss or the scales"
+                    )
+                warnings.warn(
+                    f"quadrature for loss {self.potential.loss.name!r} stopped at level {level} "
+                    f"(dimension {dim}) short of rtol={self.potential.rtol:g}: relative change "
+                    f"{change:.2g}",
+                    stacklevel=4,
+                )
                 self.accuracy = max(self.accuracy, change)
                 return level
             level += 1
@@ -578,15 +708,14 @@ def _additive_groups(expr):
 
 
 @lru_cache(maxsize=64)
-def _rule(dim, level):
-    """Points (n, dim) and weights (n,) of the level-``level`` rule for N(0, I_dim); cached, do not modify."""
-    return _tensor_rule(dim, level) if dim <= _TENSOR_MAX_DIM else _sparse_rule(dim, level)
+def _rule(dim, level, truncation=_TRUNCATION):
+    """Points (n, dim) and weights (n,) of the level-``level`` rule for N(0, I_dim) (tensor rules on
+    [−truncation, truncation]); cached, do not modify."""
+    return _tensor_rule(dim, level, truncation) if dim <= _TENSOR_MAX_DIM else _sparse_rule(dim, level)
 
 
 def _symmetric_tensor(values, combos, p, order):
     """Full symmetric tensor of shape (p,)*order from values on sorted index combinations."""
-    from itertools import permutations
-
     out = np.zeros((p,) * order)
     for value, combo in zip(values, combos):
         for perm in set(permutations(combo)):
@@ -594,8 +723,8 @@ def _symmetric_tensor(values, combos, p, order):
     return out
 
 
-def _tensor_rule(dim, level):
-    """Tensor trapezoidal rule with ``2·level + 2`` nodes per dimension on [−10, 10].
+def _tensor_rule(dim, level, truncation=_TRUNCATION):
+    """Tensor trapezoidal rule with ``2·level + 2`` nodes per dimension on [−truncation, truncation].
 
     For integrands analytic in a strip (softmax, tanh, erf) the trapezoidal rule under the
     Gaussian weight converges geometrically in the node count, where Gauss–Hermite only
@@ -603,7 +732,7 @@ def _tensor_rule(dim, level):
     level's error, which makes that difference a conservative error estimate.
     Weights below 1e-18 of the largest (the far corners) are pruned.
     """
-    x = np.linspace(-_TRUNCATION, _TRUNCATION, 2 * level + 2)
+    x = np.linspace(-truncation, truncation, 2 * level + 2)
     w = (x[1] - x[0]) * np.exp(-(x**2) / 2) / np.sqrt(2 * np.pi)
     points = np.stack([g.ravel() for g in np.meshgrid(*[x] * dim, indexing="ij")], axis=1)
     weights = np.prod(np.meshgrid(*[w] * dim, indexing="ij"), axis=0).ravel()
@@ -617,9 +746,6 @@ def _sparse_rule(dim, level):
     ``A(d + ℓ, d) = Σ_{d+ℓ−d+1 ≤ |i| ≤ d+ℓ} (−1)^{d+ℓ−|i|} C(d−1, d+ℓ−|i|) ⊗_j U^{i_j}``;
     coincident points (the shared centre) are merged.
     """
-    from itertools import product
-    from math import comb
-
     rules = {i: np.polynomial.hermite_e.hermegauss(2 * i - 1) for i in range(1, level + 2)}
     q = dim + level
     points, weights = [], []
@@ -638,12 +764,27 @@ def _sparse_rule(dim, level):
 
 
 def _difference(a, b):
-    return float(max(abs(a.phi - b.phi), *(np.max(np.abs(x - y)) for x, y in
-                                           ((a.dQ1, b.dQ1), (a.dQ2, b.dQ2), (a.b, b.b), (a.m_hessian, b.m_hessian)))))  # fmt: skip
+    return float(
+        max(
+            abs(a.phi - b.phi),
+            *(
+                np.max(np.abs(x - y))
+                for x, y in ((a.dQ1, b.dQ1), (a.dQ2, b.dQ2), (a.b, b.b), (a.m_hessian, b.m_hessian))
+            ),
+        )
+    )
 
 
 def _scale(v):
     return max(abs(v.phi), np.max(np.abs(v.dQ1)), np.max(np.abs(v.dQ2)), np.max(np.abs(v.b)), 1e-300)
+
+
+@dataclass
+class _Polynomial:
+    """A polynomial in the pre-activations, shaped like a loss for `_Wick._expectation`."""
+
+    expr: object
+    variables: list
 
 
 class _Wick:
@@ -656,9 +797,12 @@ class _Wick:
         self.Q1 = sympy.Matrix(K, K, lambda k, l: sympy.Symbol(f"Q1_{k + 1}_{l + 1}", real=True))
         self.Q2 = sympy.Matrix(K, K, lambda k, l: sympy.Symbol(f"Q2_{k + 1}_{l + 1}", real=True))
         centred = potential.family.centred  # centred pre-activations have mean 0
-        mean = [0 if centred else sympy.nsimplify(float(pairs.c[a // K])) * self.m[a % K]
-                for a in range(len(loss.variables))]  # fmt: skip
+        mean = [
+            0 if centred else sympy.nsimplify(float(pairs.c[a // K])) * self.m[a % K]
+            for a in range(len(loss.variables))
+        ]
         cov = self._covariance(pairs, len(loss.variables))
+        self._loss, self._mean, self._cov, self._outer = loss, mean, cov, None
         self.phi = sympy.expand(self._expectation(loss, mean, cov))
         params = list(self.m) + list(self.Q1) + list(self.Q2)
         outputs = [self.phi] + [sympy.diff(self.phi, s) for s in list(self.Q1) + list(self.Q2) + list(self.m)]
@@ -669,12 +813,16 @@ class _Wick:
 
     def _covariance(self, pairs, p):
         K = self.K
-        T, TP = (sympy.Matrix(x.shape[0], x.shape[1], [sympy.nsimplify(float(v)) for v in x.ravel()])
-                 for x in (pairs.T, pairs.TP))  # fmt: skip
+        T, TP = (
+            sympy.Matrix(x.shape[0], x.shape[1], [sympy.nsimplify(float(v)) for v in x.ravel()])
+            for x in (pairs.T, pairs.TP)
+        )
         Q1 = (self.Q1 + self.Q1.T) / 2  # Φ written symmetrically in Q_kl, Q_lk
         Q2 = (self.Q2 + self.Q2.T) / 2
-        return [[T[a // K, b // K] * Q1[a % K, b % K] + TP[a // K, b // K] * Q2[a % K, b % K]
-                 for b in range(p)] for a in range(p)]  # fmt: skip
+        return [
+            [T[a // K, b // K] * Q1[a % K, b % K] + TP[a // K, b // K] * Q2[a % K, b % K] for b in range(p)]
+            for a in range(p)
+        ]
 
     @staticmethod
     def _expectation(loss, mean, cov):
@@ -690,8 +838,25 @@ class _Wick:
             return memo[factors]
 
         poly = sympy.Poly(loss.expr, *loss.variables)
-        return sum(coeff * moment(tuple(a for a, e in enumerate(exps) for _ in range(e)))
-                   for exps, coeff in poly.terms())  # fmt: skip
+        return sum(
+            coeff * moment(tuple(a for a, e in enumerate(exps) for _ in range(e))) for exps, coeff in poly.terms()
+        )
+
+    def gradient_outer(self, m, Q1, Q2):
+        """E[∇ℓ ∇ℓᵀ] (p, p) in closed form (Wick), compiled on first use."""
+        p = len(self._loss.variables)
+        if self._outer is None:
+            v = self._loss.variables
+            grad = [sympy.diff(self._loss.expr, x) for x in v]
+            entries = [self._expectation_of(sympy.expand(grad[a] * grad[b]), v) for a in range(p) for b in range(a, p)]
+            self._outer = sympy.lambdify(self._params, entries, modules="numpy", cse=True)
+        values = np.array(self._outer(*m, *Q1.ravel(), *Q2.ravel()), dtype=float)
+        out = np.zeros((p, p))
+        out[np.triu_indices(p)] = values
+        return out + np.triu(out, 1).T
+
+    def _expectation_of(self, expr, variables):
+        return sympy.expand(self._expectation(_Polynomial(expr, variables), self._mean, self._cov))
 
     def second(self, m, Q1, Q2):
         K = self.K
@@ -703,8 +868,11 @@ class _Wick:
             self._second = sympy.lambdify(self._params, outputs, modules="numpy", cse=True)
         out = np.array(self._second(*m, *Q1.ravel(), *Q2.ravel()), dtype=float)
         n = 2 * K * K
-        return SecondDerivatives(out[: n * n].reshape(2, K, K, 2, K, K), out[n * n : n * n + n * K].reshape(2, K, K, K),
-                                 out[n * n + n * K :].reshape(K, K))  # fmt: skip
+        return SecondDerivatives(
+            out[: n * n].reshape(2, K, K, 2, K, K),
+            out[n * n : n * n + n * K].reshape(2, K, K, K),
+            out[n * n + n * K :].reshape(K, K),
+        )
 
     def evaluate(self, m, Q1, Q2, estimate_error):
         K = self.K
@@ -713,5 +881,6 @@ class _Wick:
         out = np.array(self._function(*m, *Q1.ravel(), *Q2.ravel()), dtype=float)
         dQ1, dQ2 = out[1 : 1 + K * K].reshape(K, K), out[1 + K * K : 1 + 2 * K * K].reshape(K, K)
         b = out[1 + 2 * K * K : 1 + 2 * K * K + K]
-        return PotentialValue(float(out[0]), dQ1, dQ2, b, out[1 + 2 * K * K + K :].reshape(K, K),
-                              0.0 if estimate_error else None)  # fmt: skip
+        return PotentialValue(
+            float(out[0]), dQ1, dQ2, b, out[1 + 2 * K * K + K :].reshape(K, K), 0.0 if estimate_error else None
+        )

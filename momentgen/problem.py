@@ -4,7 +4,7 @@ A `Problem` is what any closure needs to run one configuration: the model, the l
 potential Φ, the initial state (a d = ∞ law of independent inits, or finite-d factors — from
 files, or given, e.g. the matrices an SGD run starts from), the initial means of a kind with a
 mean, the output grid on the kind's time axis and the words to report. The CLI, the Python API,
-`momentgen.compare` and `verify` all go through `Problem.from_config` and a closure of
+`momentgen.comparison` and `verify` all go through `Problem.from_config` and a closure of
 `momentgen.closures.CLOSURES`.
 """
 
@@ -17,7 +17,7 @@ from .hierarchy import build
 from .initial import empirical_moments, exact_moments
 from .matrices import means as factor_means
 from .potential import Potential
-from .truncation import CoefficientSource, Truncation
+from .truncation import CoefficientSource, Truncation, check_kappa
 
 __all__ = ["Problem"]
 
@@ -29,18 +29,24 @@ class Problem:
     ``factors``: finite-d matrices the state starts from (None: the d = ∞ law of the inits).
     ``potential``: built on first use (so that a size guard refuses before any symbolic work),
     then reused by every run of the problem (its compiled integrand, its rule level).
+    ``kappa``: κ = ηd/B of the finite-learning-rate term (default `Config.kappa`: 0 unless
+    ``[integrate] finite_lr``).
     """
 
     config: object
     factors: list = None
     given_potential: Potential = None
+    kappa: float = None
+
+    def __post_init__(self):
+        self.kappa = check_kappa(self.config.kappa if self.kappa is None else self.kappa)
 
     @classmethod
-    def from_config(cls, config, factors=None, potential=None):
+    def from_config(cls, config, factors=None, potential=None, kappa=None):
         """The problem of ``config``; ``factors`` (finite matrices) override the inits' d = ∞ law — a
-        from-file init gives its own (`Config.start_factors`)."""
+        from-file init gives its own (`Config.start_factors`); ``kappa`` overrides `Config.kappa`."""
         factors = config.start_factors() if factors is None else factors
-        return cls(config, factors, potential)
+        return cls(config, factors, potential, kappa)
 
     @cached_property
     def potential(self):
@@ -107,4 +113,5 @@ class Problem:
 
     def source(self, means=None):
         """The theory's `CoefficientSource` for the flow engine, starting on the branch ``means``."""
-        return CoefficientSource(self.model, self.potential, self.gamma, means=self.means if means is None else means)
+        means = self.means if means is None else means
+        return CoefficientSource(self.model, self.potential, self.gamma, means=means, kappa=self.kappa)

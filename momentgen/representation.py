@@ -29,9 +29,18 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.linalg import solve_triangular
 
-
-__all__ = ["Component", "Representation", "jacobi_component", "free_poisson_jacobi", "free_poisson_component",
-           "gram_component", "radau_diagonal", "free_product", "block_radau", "vector_moments"]  # fmt: skip
+__all__ = [
+    "Component",
+    "Representation",
+    "jacobi_component",
+    "free_poisson_jacobi",
+    "free_poisson_component",
+    "gram_component",
+    "radau_diagonal",
+    "free_product",
+    "block_radau",
+    "vector_moments",
+]
 
 
 @dataclass
@@ -198,8 +207,10 @@ def radau_diagonal(X, degrees, edge):
         kept = np.flatnonzero(degrees <= level)
         top, rest = kept[-1], kept[:-1]
         shifted = X[np.ix_(rest, rest)] - edge * np.eye(len(rest))
-        out[level] = (int(top), float(edge + X[top, rest] @ np.linalg.solve(shifted, X[rest, top])) if len(rest)
-                      else float(edge))  # fmt: skip
+        out[level] = (
+            int(top),
+            float(edge + X[top, rest] @ np.linalg.solve(shifted, X[rest, top])) if len(rest) else float(edge),
+        )
     return out
 
 

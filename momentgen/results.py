@@ -1,7 +1,7 @@
 """`Result`: what a closure returns — a trajectory, how far it can be trusted, and its provenance.
 
 Every closure (`momentgen.closures`) returns one, for the CLI (``momentgen solve``, which writes
-``to_json()``), the Python API, `momentgen.compare` and ``verify``. Times are on the model's
+``to_json()``), the Python API, `momentgen.comparison` and ``verify``. Times are on the model's
 axis (``time_scale``); ``series`` maps canonical words to their normalised trace moments
 ``μ_α = (1/d) Tr(…)`` at d = ∞ along ``t``. A `Result` can also be read like its JSON dict
 (``result["series"]``), with arrays instead of lists.
@@ -26,6 +26,7 @@ class Result:
     ``error_estimate``: the flow closures' estimate at the horizon (relative to max(1, |μ|)), None
     when there is none. ``fast``: a kind with a mean, its fast phase (``fast_t`` on t = nη,
     ``fast_m``, ``m_star``). ``potential``: how accurate Φ was (`Potential.accuracy_report`).
+    ``kappa``: κ = ηd/B of the finite-learning-rate term the run carried (0: the ηd/B → 0 hierarchy).
     """
 
     model: str
@@ -46,16 +47,32 @@ class Result:
     fast: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
     config_hash: str = None
+    kappa: float = 0.0
 
     def fields(self):
         """The JSON layout with arrays (fast-phase and extra keys at the top level)."""
-        out = {"model": self.model, "closure": self.closure, "degree": self.degree, "size": self.size,
-               "time_scale": self.time_scale, "t": self.t, "series": self.series, "derived": self.derived,
-               "status": self.status, "valid_until": self.valid_until, "message": self.message,
-               "config_hash": self.config_hash, "potential": self.potential}  # fmt: skip
+        out = {
+            "model": self.model,
+            "closure": self.closure,
+            "degree": self.degree,
+            "size": self.size,
+            "time_scale": self.time_scale,
+            "t": self.t,
+            "series": self.series,
+            "derived": self.derived,
+            "status": self.status,
+            "valid_until": self.valid_until,
+            "message": self.message,
+            "config_hash": self.config_hash,
+            "potential": self.potential,
+            "kappa": self.kappa,
+        }
         if self.closure != "zero":
-            out.update(error_estimate=self.error_estimate, estimate_is_bound=self.estimate_is_bound,
-                       error_series=self.error_series)  # fmt: skip
+            out.update(
+                error_estimate=self.error_estimate,
+                estimate_is_bound=self.estimate_is_bound,
+                error_series=self.error_series,
+            )
         return {**out, **self.fast, **self.extra}
 
     def __getitem__(self, key):
@@ -67,6 +84,50 @@ class Result:
     def to_json(self):
         """A JSON-ready dict (lists instead of arrays; no NaN — an absent estimate is None)."""
         return _plain(self.fields())
+
+    def to_pandas(self):
+        """A `pandas.DataFrame`: index ``t`` (the kind's axis), one column per canonical word and per
+        derived observable; ``attrs`` hold the status, message, valid_until, time scale, closure, κ."""
+        import pandas  # noqa: PLC0415 - optional at import time: only this method needs it
+
+        columns = {
+            **{w: np.asarray(v) for w, v in self.series.items()},
+            **{k: np.asarray(v) for k, v in self.derived.items()},
+        }
+        frame = pandas.DataFrame(columns, index=pandas.Index(np.asarray(self.t), name="t"))
+        frame.attrs.update(
+            status=self.status,
+            message=self.message,
+            valid_until=self.valid_until,
+            time_scale=self.time_scale,
+            closure=self.closure,
+            kappa=self.kappa,
+            error_estimate=self.error_estimate,
+        )
+        return frame
+
+    def plot(self, words=None, ax=None):
+        """Draw ``words`` (default: every non-constant series, at most 6) against t on ``ax`` (a new
+        figure's when None), with the window the run vouches for shaded; returns the Axes."""
+        if ax is None:
+            from matplotlib.figure import Figure  # noqa: PLC0415 - plotting is optional
+
+            ax = Figure(figsize=(5.5, 3.8)).subplots()
+        t = np.asarray(self.t)
+        words = words or [w for w, v in self.series.items() if np.ptp(np.asarray(v)) > 0][:6]
+        for w in words:
+            ax.plot(t, self.series[w], label=f"μ({w})")
+        if len(t) and 0 < self.valid_until < t[-1]:
+            ax.axvspan(self.valid_until, t[-1], color="0.9", zorder=0, label="beyond valid_until")
+        elif len(t) and self.valid_until == 0 and t[-1] > 0:
+            ax.axvspan(t[0], t[-1], color="0.9", zorder=0, label="no validity window")
+        ax.set(
+            xlabel=self.time_scale,
+            ylabel="normalised trace moment",
+            title=f"{self.model}, {self.closure} closure ({self.status})",
+        )
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+        return ax
 
 
 def _plain(value):

@@ -60,8 +60,20 @@ class Trajectory:
     info: dict = field(default_factory=dict)
 
 
-def integrate(fun, y0, grid, *, method="DOP853", rtol=1e-8, atol=1e-10, jac=None, events=(), on_step=None,
-              recoverable=(), recoverable_status="failed"):  # fmt: skip
+def integrate(
+    fun,
+    y0,
+    grid,
+    *,
+    method="DOP853",
+    rtol=1e-8,
+    atol=1e-10,
+    jac=None,
+    events=(),
+    on_step=None,
+    recoverable=(),
+    recoverable_status="failed",
+):
     """Integrate ``y' = fun(t, y)`` from ``y0`` at ``grid[0]`` and record ``y`` at every grid time.
 
     Parameters
@@ -141,8 +153,12 @@ def integrate(fun, y0, grid, *, method="DOP853", rtol=1e-8, atol=1e-10, jac=None
         stalled = stalled + 1 if t_new - t < _TINY * (T - grid[0]) else 0
         if stalled >= _STALLED and stop is None:
             nfev += solver.nfev
-            return finish("failed", f"integrator stalled at t = {t_new:.6g}: {_STALLED} steps below "
-                          f"{_TINY:g} of the horizon (the right-hand side is singular there)", t_new)
+            return finish(
+                "failed",
+                f"integrator stalled at t = {t_new:.6g}: {_STALLED} steps below "
+                f"{_TINY:g} of the horizon (the right-hand side is singular there)",
+                t_new,
+            )
         if stop is not None:
             nfev += solver.nfev
             root, event = stop

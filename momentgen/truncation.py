@@ -7,6 +7,10 @@ At each state ``y`` (the moments ``μ_α`` in program order) it reads the order 
 gathers them into the program's coefficient slots and applies the program with the one
 compiled kernel (`momentgen._kernel.apply_program`): no Python loop over words.
 
+With ``kappa`` = κ = ηd/B > 0 and a program built with ``noise=True`` the vector field also has
+the finite-learning-rate term of online SGD (docs/FINITE_LR.md): its coefficients κN1, κN2 come
+from `momentgen.potential.Potential.noise_at` at the same state.
+
 ``rhs(t, y)`` is a pure function of ``(t, y)``: the only state a run carries besides ``y`` is
 the `Branch` of the slaved mean (kinds with a mean), which the solver advances with `track`
 after each accepted step. Time axes: the kind's (`ModelKind.time_scale`); the fast phase of a
@@ -19,14 +23,29 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse
 
-from ._kernel import apply_program
+from ._kernel import NO_NOISE, apply_program
 from .errors import STATE_ERRORS, PotentialError
 from .hierarchy import build
 from .initial import empirical_moments, exact_moments
 from .potential import Potential
 from .stepper import integrate
 
-__all__ = ["Truncation", "Branch", "CoefficientSource", "from_config"]
+__all__ = ["Truncation", "Branch", "CoefficientSource", "from_config", "apply_program", "check_kappa"]
+
+
+def check_kappa(kappa):
+    """κ = ηd/B as a float in [0, 1): the finite-learning-rate term is the first order of an
+    expansion in κ (docs/FINITE_LR.md), meaningless from κ ≈ 1 on."""
+    try:
+        kappa = float(kappa)
+    except (TypeError, ValueError):
+        raise PotentialError(f"kappa = eta d / B must be a number, got {kappa!r}") from None
+    if not 0.0 <= kappa < 1.0:
+        raise PotentialError(
+            f"kappa = eta d / B = {kappa:g} is outside [0, 1): the finite-learning-rate term is the first "
+            "order of an expansion in kappa; lower the learning rate or raise the batch size"
+        )
+    return kappa
 
 
 @dataclass
@@ -53,19 +72,39 @@ class Truncation:
         Weight decay γ.
     means : array_like, shape (K,), optional
         Kinds with a mean: the pre-activation means ``m_k`` at the start (fixed indices keep theirs).
+    kappa : float
+        κ = ηd/B of the finite-learning-rate term (0: the ηd/B → 0 hierarchy). κ > 0 needs a
+        program built with ``noise=True``.
     """
 
-    def __init__(self, program, potential, gamma=0.0, means=None):
+    def __init__(self, program, potential, gamma=0.0, means=None, kappa=0.0):
         if potential.kind != program.model.kind:
             raise PotentialError(f"potential is for the {potential.kind} model, program for {program.model.kind}")
         self.program, self.potential, self.gamma = program, potential, float(gamma)
+        self.kappa = check_kappa(kappa)
+        if self.kappa and not program.has_noise:
+            raise PotentialError(
+                f"kappa = {self.kappa:g} needs the finite-learning-rate terms: build the program with noise=True"
+            )
         self.model = program.model
         self.family = self.model.family
         factors = np.array([s.factor for s in program.symbols])
         self._weight = (factors[program.symbol] * program.multiplicity).astype(float)
         # compact index types: the kernel is memory-bound (14 bytes a term, CSR needs 12)
-        self._symbol = program.symbol.astype(np.int16 if len(program.symbols) < 2**15 else np.int32)
+        symbol_type = np.int16 if len(program.symbols) < 2**15 else np.int32
+        self._symbol = program.symbol.astype(symbol_type)
         self._target = program.target.astype(np.int32)
+        self._noise = (
+            (
+                program.noise_indptr.astype(np.int64),
+                program.noise_symbol.astype(symbol_type),
+                program.noise_left.astype(np.int32),
+                program.noise_right.astype(np.int32),
+                (factors[program.noise_symbol] * program.noise_multiplicity).astype(float),
+            )
+            if len(program.noise_symbol)
+            else NO_NOISE[:1] + (NO_NOISE[1].astype(symbol_type),) + NO_NOISE[2:]
+        )
         K = self.model.K
         pairs = [(k, l) for k in range(1, K + 1) for l in range(1, K + 1)]
         self._Q = np.array([[program.index(word) for word in self.family.order_words(k, l)] for k, l in pairs])
@@ -103,11 +142,18 @@ class Truncation:
         Q1, Q2 = self.order_parameters(y)
         return Q1, Q2, (None if self.family.centred else self.slaved_mean(y))
 
-    def coefficient_arrays(self, y, trace_conserving=False):
-        """{family: array} and ``"gamma"`` at moments ``y`` (a pure function of ``y``)."""
-        value = self.potential.at(*self.state(y))
+    def coefficient_arrays(self, y, trace_conserving=False, noise=True):
+        """{family: array} and ``"gamma"`` at moments ``y`` (a pure function of ``y``); with the
+        finite-learning-rate terms also ``"N1"``, ``"N2"`` = κ N1, κ N2 (0 when κ = 0), unless
+        ``noise`` is False (a caller that reads only the drift skips their cost)."""
+        state = self.state(y)
+        value = self.potential.at(*state)
         arrays = self.family.coefficient_arrays(value, self.moments(y), self.model, trace_conserving, self.gamma)
         arrays["gamma"] = self.gamma
+        if self.program.has_noise and noise:
+            K = self.model.K
+            N1, N2 = self.potential.noise_at(*state) if self.kappa else (np.zeros((K, K)), np.zeros((K, K)))
+            arrays["N1"], arrays["N2"] = self.kappa * N1, self.kappa * N2
         return arrays
 
     def coefficients(self, y):
@@ -125,8 +171,11 @@ class Truncation:
         """``dμ/dt`` at moments ``y`` (shape (n_words,)); ``t`` is unused (autonomous)."""
         y = np.ascontiguousarray(y, dtype=float)
         p = self.program
-        return apply_program(p.indptr, self._symbol, self._target, self._weight, self.coefficients(y), y,
-                             np.empty(len(y)))  # fmt: skip
+        if y.shape != (len(p.words),):  # the kernel does not check its bounds
+            raise ValueError(f"the state has shape {y.shape}, the program {len(p.words)} words")
+        return apply_program(
+            p.indptr, self._symbol, self._target, self._weight, self._noise, self.coefficients(y), y, np.empty(len(y))
+        )
 
     def jac(self, t, y):
         """Jacobian (CSR): the linear part plus the dependence of the coefficients on the state.
@@ -134,18 +183,36 @@ class Truncation:
         ``∂F_i/∂y_j = L_ij + Σ_s (L_s y)_i ∂c_s/∂y_j``. The sensitivities ∂c/∂y are analytic
         (`_sensitivity`: second derivatives of Φ, through m*(q) for a kind with a mean, and the
         kind's own terms, `ModelKind.sensitivity`) and live in the columns of the required words.
+        The quadratic finite-learning-rate terms add their product-rule derivative at fixed κN1, κN2
+        (their own dependence on q, an O(κ) correction of a Newton matrix, is left out).
         """
         y = np.ascontiguousarray(y, dtype=float)
         p, n = self.program, len(y)
         c = self.coefficients(y)
         columns, sensitivity = self._sensitivity(y)
-        per_symbol = scipy.sparse.csr_matrix((self._weight * y[p.target], (self._rows, p.symbol)),
-                                             shape=(n, len(c)))  # fmt: skip  # column s: L_s y
+        per_symbol = scipy.sparse.csr_matrix(
+            (self._weight * y[p.target], (self._rows, p.symbol)), shape=(n, len(c))
+        )  # column s: L_s y
         dense = per_symbol @ sensitivity
         rows, cols = np.nonzero(dense)
         correction = scipy.sparse.csr_matrix((dense[rows, cols], (rows, columns[cols])), shape=(n, n))
         linear = scipy.sparse.csr_matrix((c[p.symbol] * self._weight, p.target, p.indptr), shape=(n, n))
-        return (linear + correction).tocsr()
+        return (linear + correction + self._noise_jacobian(c, y)).tocsr()
+
+    def _noise_jacobian(self, c, y):
+        """∂/∂y of the quadratic terms at fixed coefficients: c·w·(y_b e_a + y_a e_b)."""
+        n = len(y)
+        indptr, symbol, left, right, weight = self._noise
+        if len(symbol) == 0:
+            return scipy.sparse.csr_matrix((n, n))
+        rows = np.repeat(np.arange(n), np.diff(indptr))
+        extended = np.append(y, 1.0)
+        scale = c[symbol] * weight
+        parts = [(scale * extended[other], at) for at, other in ((left, right), (right, left))]
+        data = np.concatenate([value[at >= 0] for value, at in parts])
+        columns = np.concatenate([at[at >= 0] for _, at in parts])
+        row_index = np.concatenate([rows[at >= 0] for _, at in parts])
+        return scipy.sparse.csr_matrix((data, (row_index, columns)), shape=(n, n))
 
     def _sensitivity(self, y):
         """(columns, S) with ``S[s, j] = ∂c_s/∂y_{columns[j]}`` at the current coefficients."""
@@ -163,10 +230,10 @@ class Truncation:
         if not self.family.centred:
             dQ += self._through_m_star(second, where, len(columns))
         value = self.potential.at(Q1, Q2, m)
-        arrays = self.family.sensitivity(self.model, dQ, value, self.moments(y),
-                                         lambda text: where[self._word[text]])  # fmt: skip
-        return columns, np.array([_entry(arrays, c) if c.family != "gamma" else np.zeros(len(columns))
-                                  for c in self.program.symbols])  # fmt: skip
+        arrays = self.family.sensitivity(self.model, dQ, value, self.moments(y), lambda text: where[self._word[text]])
+        return columns, np.array(
+            [_entry(arrays, c) if c.family != "gamma" else np.zeros(len(columns)) for c in self.program.symbols]
+        )
 
     def _through_m_star(self, second, where, n_columns):
         """The part of d(∂Φ/∂Q)/dy that goes through m*(q): Qm · dm*/dy, dm*/dQ = −Φ_mm⁻¹ ∂b/∂Q."""
@@ -192,8 +259,9 @@ class Truncation:
         the slow phase starts on is the end point, polished to m*(q0) by Newton.
         """
         if self.family.centred:
-            raise PotentialError(f"the fast phase exists only for a model with a mean; the {self.model.kind} "
-                                 "model is centred")  # fmt: skip
+            raise PotentialError(
+                f"the fast phase exists only for a model with a mean; the {self.model.kind} model is centred"
+            )
         idx = np.array(self.trainable) - 1
         Q1, Q2 = self.order_parameters(y0)
         D = self.family.slaving_rates(self.moments(y0), self.model)
@@ -211,9 +279,12 @@ class Truncation:
         self.branch = Branch(self.potential.m_star(Q1, Q2, end, self.trainable))
         gap = np.abs(self.branch.m - end).max()
         if gap > 1e-6 * max(1.0, np.abs(self.branch.m).max()):
-            warnings.warn(f"the fast phase had not converged at t = {T:g} (m = {end.tolist()}, "
-                          f"m* = {self.branch.m.tolist()}): raise fast_T, or start off an unstable symmetric point "
-                          "(an exactly symmetric m stays there at d = ∞)", stacklevel=2)  # fmt: skip
+            warnings.warn(
+                f"the fast phase had not converged at t = {T:g} (m = {end.tolist()}, "
+                f"m* = {self.branch.m.tolist()}): raise fast_T, or start off an unstable symmetric point "
+                "(an exactly symmetric m stays there at d = ∞)",
+                stacklevel=2,
+            )
         return run.t, run.y
 
 
@@ -225,17 +296,20 @@ class CoefficientSource:
     are the potential's at them — for a kind with a mean at the slaved m*(q) of the tracked
     branch and with the finite-d, trace-conserving bias β′ (MATH.md §4); ``track`` advances the
     branch after each accepted step. ``errors``: the state errors that stop a flow with a status.
+    With ``kappa`` > 0 the arrays also hold κN1, κN2 (the stochastic matrix model's noise).
     """
 
     errors = STATE_ERRORS
 
-    def __init__(self, model, potential, gamma=0.0, means=None, max_bytes=None):
-        program = build(model, 2, [], **({} if max_bytes is None else {"max_bytes": max_bytes}))
-        self.truncation = Truncation(program, potential, gamma, means=means)
+    def __init__(self, model, potential, gamma=0.0, means=None, max_bytes=None, kappa=0.0):
+        noise = check_kappa(kappa) > 0  # κN1, κN2 too: the stochastic matrix model reads them
+        program = build(model, 2, [], noise=noise, **({} if max_bytes is None else {"max_bytes": max_bytes}))
+        self.truncation = Truncation(program, potential, gamma, means=means, kappa=kappa)
         self.words = program.word_codes
 
-    def coefficients(self, mu):
-        return self.truncation.coefficient_arrays(mu, trace_conserving=True)
+    def coefficients(self, mu, noise=True):
+        """The family arrays at moments ``mu`` (with κN1, κN2 unless ``noise`` is False)."""
+        return self.truncation.coefficient_arrays(mu, trace_conserving=True, noise=noise)
 
     def track(self, mu):
         self.truncation.track(mu)
@@ -252,14 +326,17 @@ def from_config(config, degree=None, program=None, initial=None, potential=None)
 
     ``degree`` overrides ``[truncation] degree``; ``program`` and ``initial`` skip the
     derivation and the initial moments (e.g. both loaded from a generated module), and
-    ``potential`` reuses a `Potential` (its compiled integrand and calibrated rule). Initial
-    moments are exact d = ∞ values for gaussian / identity inits and empirical ones of
+    ``potential`` reuses a `Potential` (its compiled integrand and calibrated rule). With
+    ``[integrate] finite_lr`` the program carries the finite-learning-rate term at κ =
+    `Config.kappa`. Initial moments are exact d = ∞ values for gaussian / identity inits and empirical ones of
     `Config.start_factors` when an init comes from a file.
     """
-    model = config.model
+    model, kappa = config.model, config.kappa
     degree = config.section("truncation")["degree"] if degree is None else degree
     if program is None:
-        program = build(model, degree, config.section("truncation")["observables"], max_bytes=config.max_bytes)
+        program = build(
+            model, degree, config.section("truncation")["observables"], max_bytes=config.max_bytes, noise=kappa > 0
+        )
     if potential is None:
         potential = Potential.from_config(config)
     factors = config.start_factors()
@@ -269,4 +346,5 @@ def from_config(config, degree=None, program=None, initial=None, potential=None)
         y0 = empirical_moments(model, factors, program.word_codes)
     else:
         y0 = exact_moments(model, config.inits(), program.word_codes)
-    return Truncation(program, potential, config.section("model")["gamma"], means=config.initial_means()), y0
+    gamma = config.section("model")["gamma"]
+    return Truncation(program, potential, gamma, means=config.initial_means(), kappa=kappa), y0

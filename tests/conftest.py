@@ -6,7 +6,6 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
-
 # Deterministic fuzzing: the same examples on every run and in CI.
 settings.register_profile("momentgen", derandomize=True, deadline=None, max_examples=60)
 settings.load_profile("momentgen")
@@ -29,4 +28,6 @@ def random_factors(kind, K, d, rng):
         return [g(w) for w in widths]
     if kind == "untied":
         return [(g(w), g(w)) for w in widths]
+    if kind == "symmetric":
+        return [(a + a.T) / np.sqrt(2) for a in (g(d) for _ in range(K))]
     return [g(d) for _ in range(K)]

@@ -4,8 +4,26 @@ from momentgen.cli import main
 
 
 def test_hierarchy_command_prints_diagnostics(capsys):
-    assert main(["hierarchy", "--model", "tied", "--K", "2", "--trainable", "1", "--degree", "6",
-                 "--observables", "S1 S2", "--why", "S1 S1 S2 S2"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "hierarchy",
+                "--model",
+                "tied",
+                "--K",
+                "2",
+                "--trainable",
+                "1",
+                "--degree",
+                "6",
+                "--observables",
+                "S1 S2",
+                "--why",
+                "S1 S1 S2 S2",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "state words: 32" in out and "why is 'S1 S1 S2 S2' here?" in out and "observable" in out
 

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from momentgen import config
 from momentgen.cli import main
 from momentgen.closures import CLOSURES, solve_with_closure
 from momentgen.config import parse_config
@@ -37,8 +38,10 @@ def test_law_factors_approach_the_exact_initial_moments():
     specs = {1: InitSpec(width_ratio=1.5, scale=0.9), 2: InitSpec(width_ratio=0.5, scale=0.7)}
     program = build(model, 4, "all")
     exact = exact_moments(model, specs, program.word_codes)
-    errors = [np.abs(empirical_moments(model, law_factors(model, specs, n), program.word_codes) - exact).max()
-              for n in (100, 1600)]  # fmt: skip
+    errors = [
+        np.abs(empirical_moments(model, law_factors(model, specs, n), program.word_codes) - exact).max()
+        for n in (100, 1600)
+    ]
     assert errors[1] < 0.5 * errors[0] and errors[1] < 0.01, errors
 
 
@@ -70,11 +73,27 @@ def test_closures_are_pluggable_and_named():
 
 def test_solve_command_takes_a_closure(tmp_path):
     path = tmp_path / "c.toml"
-    path.write_text("\n".join([
-        '[model]', 'kind = "tied"', 'K = 2', 'trainable = [1]', '[loss]', 'builtin = "mse"',
-        '[init.1]', 'kind = "gaussian"', '[init.2]', 'kind = "identity"',
-        '[truncation]', 'degree = 4', '[integrate]', 'T = 0.1', 'points = 5',
-    ]))  # fmt: skip
+    path.write_text(
+        "\n".join(
+            [
+                "[model]",
+                'kind = "tied"',
+                "K = 2",
+                "trainable = [1]",
+                "[loss]",
+                'builtin = "mse"',
+                "[init.1]",
+                'kind = "gaussian"',
+                "[init.2]",
+                'kind = "identity"',
+                "[truncation]",
+                "degree = 4",
+                "[integrate]",
+                "T = 0.1",
+                "points = 5",
+            ]
+        )
+    )
     out = tmp_path / "mm.json"
     assert main(["solve", str(path), "--json", str(out), "--closure", "matrix-model", "--size", "60"]) == 0
     data = json.loads(out.read_text())
@@ -95,3 +114,9 @@ def test_a_horizon_exceeded_at_the_start_is_zero():
     assert last_time_within(t, np.zeros(5), 1e-4) == 1.0
     config = parse_config(dict(SOLVABLE, integrate={"T": 0.1, "points": 3, "validity_tol": 1e-9}))
     assert solve_with_closure(config, "matrix-model", size=20)["valid_until"] == 0.0
+
+
+def test_every_configurable_closure_is_registered():
+    """`[truncation] closure` accepts exactly the closures `solve_with_closure` can run (the config
+    module sits below the closures and keeps its own list of names)."""
+    assert set(config.CLOSURES) == set(CLOSURES)

@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 
 from momentgen.cli import main
-from momentgen.compare import run_tasks, sgd_task
+from momentgen.comparison import run_tasks, sgd_task
 from momentgen.config import parse_config
 from momentgen.hierarchy import Model, build
 from momentgen.initial import InitSpec, empirical_moments, exact_moments
-from momentgen.matrices import sample_factors
 from momentgen.integrate import solve
 from momentgen.losses import builtin
+from momentgen.matrices import sample_factors
 from momentgen.potential import Potential
-from momentgen.simulate import sgd
+from momentgen.reference import sgd
 from momentgen.truncation import Truncation, from_config
 
 SMALL = {
@@ -53,10 +53,29 @@ def test_simulate_command(tmp_path):
 
 def test_compare_command_writes_figure_and_table(tmp_path):
     out = tmp_path / "cmp"
-    assert main(["compare", str(write_config(tmp_path)), "--degrees", "4,6", "--d", "30,40", "--out", str(out),
-                 "--closures", "zero,quadrature,matrix-model"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "compare",
+                str(write_config(tmp_path)),
+                "--degrees",
+                "4,6",
+                "--d",
+                "30,40",
+                "--out",
+                str(out),
+                "--closures",
+                "zero,quadrature,matrix-model",
+                "--theory-init",
+                "infinite",
+            ]
+        )
+        == 0
+    )
     data = json.loads((out / "compare.json").read_text())
     assert (out / "compare.png").stat().st_size > 10_000
+    assert all((out / f"compare.{suffix}").stat().st_size > 1_000 for suffix in ("svg", "pdf", "csv"))
+    assert data["provenance"]["config"]["hash"] == data["config_hash"]
     kinds = {(r["comparison"], r["theory"], r["d"]) for r in data["table"] if r["observable"] == "S1 S1"}
     assert ("theory-sgd", "M=6", 40) in kinds and ("theory-flow", "M=4", 30) in kinds
     assert ("flow-sgd", None, 40) in kinds and ("theory-sgd", "matrix-model n=400", 30) in kinds
@@ -88,8 +107,20 @@ def test_untied_sgd_fast_phase_follows_the_fast_ode_then_tracks_m_star():
     inits = {1: InitSpec(scale_U=0.8, scale_V=0.8), 2: InitSpec()}
     factors = sample_factors(model, inits, d, seed=6)
     fast_t = np.linspace(0, 8, 9)
-    run = sgd(model, loss, inits, d=d, lr=lr, batch=1024, times=[0, 0.05, 0.1], words=["M1 M2^T"], seed=1,
-              factors=factors, progress=False, fast_times=fast_t)  # fmt: skip
+    run = sgd(
+        model,
+        loss,
+        inits,
+        d=d,
+        lr=lr,
+        batch=1024,
+        times=[0, 0.05, 0.1],
+        words=["M1 M2^T"],
+        seed=1,
+        factors=factors,
+        progress=False,
+        fast_times=fast_t,
+    )
     program = build(model, 2, [])
     y0 = empirical_moments(model, factors, program.word_codes)
     means0 = run.info["fast_m"][0]
@@ -103,11 +134,15 @@ def test_untied_sgd_fast_phase_follows_the_fast_ode_then_tracks_m_star():
 def test_tied_h2_escapes_at_the_predicted_initial_rate():
     """Tied, h2, free Gaussian student and teacher: dp12/dt(0) = 16 t1² t2 (q22 − t2²) ≠ 0, so the
     centred overlap leaves 0 on the O(1) time scale (exact at d = ∞, from the program's rhs)."""
-    config = parse_config({
-        "model": {"kind": "tied", "K": 2, "trainable": [1]}, "loss": {"builtin": "mse", "activation": "h2"},
-        "init": {"1": {"scale": 0.6}, "2": {"scale": 0.8, "width_ratio": 0.5}},
-        "truncation": {"degree": 3, "observables": ["S1 S2"]}, "integrate": {"T": 1.0},
-    })  # fmt: skip
+    config = parse_config(
+        {
+            "model": {"kind": "tied", "K": 2, "trainable": [1]},
+            "loss": {"builtin": "mse", "activation": "h2"},
+            "init": {"1": {"scale": 0.6}, "2": {"scale": 0.8, "width_ratio": 0.5}},
+            "truncation": {"degree": 3, "observables": ["S1 S2"]},
+            "integrate": {"T": 1.0},
+        }
+    )
     truncation, y0 = from_config(config)
     dy = truncation.rhs(0.0, y0)
     i = truncation.program.index
@@ -150,12 +185,20 @@ def test_theory_can_start_from_the_sgd_matrices(tmp_path):
     """theory_init = "finite": each degree and the quadrature closure start from the moments of the
     matrices that seed 0's SGD run uses at that d — checked against traces computed here with numpy
     on those matrices, independently of the library's trace code."""
-    from momentgen.compare import compare
+    from momentgen.comparison import compare
     from momentgen.matrices import initial_factors
 
     config = parse_config(SMALL)
-    data = compare(config, degrees=[6], dims=[30], seeds=[0], out=tmp_path, n_jobs=1,
-                   closures=("zero", "quadrature"), theory_init="finite")  # fmt: skip
+    data = compare(
+        config,
+        degrees=[6],
+        dims=[30],
+        seeds=[0],
+        out=tmp_path,
+        n_jobs=1,
+        closures=("zero", "quadrature"),
+        theory_init="finite",
+    )
     W, root = initial_factors(config.model, config.inits(), 30, 0)
     S1, S2 = W @ W.T, root @ root.T
     expected = {"S1 S1": np.trace(S1 @ S1) / 30, "S1 S2": np.trace(S1 @ S2) / 30, "S1": np.trace(S1) / 30}
@@ -163,3 +206,9 @@ def test_theory_can_start_from_the_sgd_matrices(tmp_path):
         for word, value in expected.items():
             assert data["theory"][label]["series"][word][0] == pytest.approx(value, rel=1e-12)
     assert data["theory_init"] == "finite"
+
+
+def test_compare_starts_the_theory_from_the_sgd_matrices_by_default():
+    from momentgen.cli import _parser
+
+    assert _parser().parse_args(["compare", "x.toml"]).theory_init == "finite"

@@ -12,7 +12,7 @@ import pytest
 
 from momentgen.closures import solve_with_closure
 from momentgen.config import load_config
-from momentgen.simulate import simulate_config
+from momentgen.reference import simulate_config
 
 CONFIGS = pathlib.Path(__file__).resolve().parents[1] / "examples" / "configs"
 WORDS = ("S1", "S1 S1", "S1 S2")

@@ -86,8 +86,9 @@ def test_an_observable_of_degree_m_is_accepted():
     assert out["status"] == "ok" and "S1 S2 S1 S2 S1 S2" in out["series"]
 
 
-@pytest.mark.parametrize("degree, needle", [(0, "degree must be an integer ≥ 1, got 0"),
-                                            (200, "degree 200 is too large")])  # fmt: skip
+@pytest.mark.parametrize(
+    "degree, needle", [(0, "degree must be an integer ≥ 1, got 0"), (200, "degree 200 is too large")]
+)
 def test_degrees_out_of_range_name_the_degree_asked_for(degree, needle):
     """Before: degree = 0 said "got -2", degree = 200 said "198 too large"."""
     with pytest.raises(MomentgenError, match=needle):
@@ -118,25 +119,30 @@ def test_hostile_file_names_never_run_code(tmp_path, monkeypatch):
 # ---- 3. simulate: validation and divergence -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("data, needle", [
-    (changed("model", "C", [[1.0, 0.0], [0.0, 1.0]]), r"`C` has shape \(2, 2\); with L = 1"),
-    (changed("model", "C", [[-1.0]]), "positive semi-definite"),
-    (changed("model", "C", [[float("nan")]]), "C must be finite"),
-    (changed("model", "gamma", float("nan")), "gamma must be finite"),
-    (changed("init", "2", {"kind": "identity", "c": -1.0}), "c` = -1.0 < 0"),
-    (changed("sgd", "d", 0), "d must be an integer ≥ 1"),
-    (changed("model", "trainable", "12"), "trainable must be a non-empty list"),
-    (changed("model", "trainable", [1.7]), "1.7 is not one"),
-    (changed("integrate", "validity_tol", float("nan")), "validity_tol must be finite"),
-    (changed("integrate", "T", float("inf")), "T must be finite"),
-    (changed("loss", "activation", "relu"), "relu.*softplus"),
-    ({**changed("loss", "builtin", "softmax-mse"), "loss": {"builtin": "softmax-mse", "activation": "tanh"}},
-     "activation. applies to builtin = \"mse\" only"),
-    ({**TIED, "loss": {"builtin": "softmax-mse"}}, "softmax-mse needs L ≥ 2"),
-    ({**TIED, "loss": {"expression": "1/G[1,1,1]**2"}}, "singular on the real line"),
-    ({**TIED, "loss": {"expression": "log(G[1,1,1]**2)"}}, "singular on the real line"),
-    ({**TIED, "loss": {"expression": "G[1,1,2]**2"}}, "does not depend on a trainable index"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "data, needle",
+    [
+        (changed("model", "C", [[1.0, 0.0], [0.0, 1.0]]), r"`C` has shape \(2, 2\); with L = 1"),
+        (changed("model", "C", [[-1.0]]), "positive semi-definite"),
+        (changed("model", "C", [[float("nan")]]), "C must be finite"),
+        (changed("model", "gamma", float("nan")), "gamma must be finite"),
+        (changed("init", "2", {"kind": "identity", "c": -1.0}), "c` = -1.0 < 0"),
+        (changed("sgd", "d", 0), "d must be an integer ≥ 1"),
+        (changed("model", "trainable", "12"), "trainable must be a non-empty list"),
+        (changed("model", "trainable", [1.7]), "1.7 is not one"),
+        (changed("integrate", "validity_tol", float("nan")), "validity_tol must be finite"),
+        (changed("integrate", "T", float("inf")), "T must be finite"),
+        (changed("loss", "activation", "relu"), "relu.*softplus"),
+        (
+            {**changed("loss", "builtin", "softmax-mse"), "loss": {"builtin": "softmax-mse", "activation": "tanh"}},
+            'activation. applies to builtin = "mse" only',
+        ),
+        ({**TIED, "loss": {"builtin": "softmax-mse"}}, "softmax-mse needs L ≥ 2"),
+        ({**TIED, "loss": {"expression": "1/G[1,1,1]**2"}}, "singular on the real line"),
+        ({**TIED, "loss": {"expression": "log(G[1,1,1]**2)"}}, "singular on the real line"),
+        ({**TIED, "loss": {"expression": "G[1,1,2]**2"}}, "does not depend on a trainable index"),
+    ],
+)
 def test_every_command_validates_the_same_way(data, needle, tmp_path, capsys):
     """Before, simulate ran all of these and wrote NaN or wrong numbers with exit code 0 (C was never
     checked there, nor γ, c, d; trainable "12" became (1, 2) and [1.7] became 1; validity_tol = nan made
@@ -168,12 +174,19 @@ def test_nan_in_a_file_matrix_is_refused(tmp_path):
         parse_config(data).start_factors()
 
 
-@pytest.mark.parametrize("data", [
-    changed("sgd", "lr", 2.0),
-    {**changed("model", "gamma", 1e4), "model": {"kind": "untied", "K": 2, "trainable": [1], "gamma": 1e4},
-     "init": {"1": {"kind": "gaussian"}, "2": {"kind": "gaussian"}}, "truncation": {"degree": 3},
-     "sgd": {"d": 30, "lr": 5.0, "batch": 16, "seeds": [0]}},
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "data",
+    [
+        changed("sgd", "lr", 2.0),
+        {
+            **changed("model", "gamma", 1e4),
+            "model": {"kind": "untied", "K": 2, "trainable": [1], "gamma": 1e4},
+            "init": {"1": {"kind": "gaussian"}, "2": {"kind": "gaussian"}},
+            "truncation": {"degree": 3},
+            "sgd": {"d": 30, "lr": 5.0, "batch": 16, "seeds": [0]},
+        },
+    ],
+)
 def test_sgd_stops_at_the_first_non_finite_step_and_keeps_what_it_had(data, tmp_path, capsys):
     """An exploding learning rate, an untied γ = 1e4: before, NaN/Infinity in the JSON with exit 0.
     Now the run stops at the first non-finite step with status "diverged" (the step and time in the
@@ -190,13 +203,16 @@ def test_sgd_stops_at_the_first_non_finite_step_and_keeps_what_it_had(data, tmp_
 # ---- 4. the loss parser ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("((G[1,1,1]-G[1,1,2])**12)**12", "polynomial degree up to 144"),
-    ("(((9**12)**12)**12)*G[1,1,1]", "out of range"),
-    ("tanh(" * 150 + "G[1,1,1]" + ")" * 150, r"nested \d+ deep; the limit is 40"),
-    ("1e300 * G[1,1,1]**2", "out of range"),
-    ("relu(G[1,1,1]) - G[1,1,2]", "relu.*softplus"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("((G[1,1,1]-G[1,1,2])**12)**12", "polynomial degree up to 144"),
+        ("(((9**12)**12)**12)*G[1,1,1]", "out of range"),
+        ("tanh(" * 150 + "G[1,1,1]" + ")" * 150, r"nested \d+ deep; the limit is 40"),
+        ("1e300 * G[1,1,1]**2", "out of range"),
+        ("relu(G[1,1,1]) - G[1,1,2]", "relu.*softplus"),
+    ],
+)
 def test_costly_losses_are_refused_within_a_second(text, needle):
     """Before: the first kept `solve` at 100 % CPU for minutes (Wick expansion of degree 144), the second
     hung in the parser, the third ended in a RecursionError traceback."""
@@ -407,9 +423,13 @@ def test_an_unwritable_output_fails_before_the_work(tmp_path, capsys):
 
 def test_a_non_finite_potential_is_its_own_status():
     """exp(G²) has no Gaussian expectation once Var G ≥ 1/2: before, reported as "left-feasible-set"."""
-    data = {**TIED, "loss": {"expression": "exp(G[1,1,1]**2) - G[1,1,2]"}, "integrate": {"T": 0.5, "points": 5},
-            "init": {"1": {"kind": "gaussian", "scale": 0.6}, "2": {"kind": "identity", "c": 1.0}},
-            "truncation": {"degree": 3}}  # fmt: skip
+    data = {
+        **TIED,
+        "loss": {"expression": "exp(G[1,1,1]**2) - G[1,1,2]"},
+        "integrate": {"T": 0.5, "points": 5},
+        "init": {"1": {"kind": "gaussian", "scale": 0.6}, "2": {"kind": "identity", "c": 1.0}},
+        "truncation": {"degree": 3},
+    }
     out = solve_with_closure(parse_config(data))
     assert out["status"] == "non-finite-potential" and "does not converge" in out["message"]
 
@@ -424,11 +444,21 @@ def test_a_wrong_closure_name_is_one_line(tmp_path, capsys):
 # ---- 9. sizes ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("data, needle", [
-    (changed("truncation", "degree", 40), "degree 40 .*(GiB|candidate words)"),
-    ({**TIED, "model": {"kind": "tied", "K": 50, "trainable": [1]}, "loss": {"builtin": "mse", "teacher": [2]},
-      "init": {str(k): {"kind": "gaussian"} for k in range(1, 51)}}, "K = 50 at degree 6"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "data, needle",
+    [
+        (changed("truncation", "degree", 40), "degree 40 .*(GiB|candidate words)"),
+        (
+            {
+                **TIED,
+                "model": {"kind": "tied", "K": 50, "trainable": [1]},
+                "loss": {"builtin": "mse", "teacher": [2]},
+                "init": {str(k): {"kind": "gaussian"} for k in range(1, 51)},
+            },
+            "K = 50 at degree 6",
+        ),
+    ],
+)
 def test_oversized_truncations_are_refused_with_the_estimate(data, needle):
     """degree 40 with every observable; K = 50 at degree 6 (> 4 GB): estimated and refused at once
     (the message gives the estimate and how to override: [truncation] max_memory_gb)."""
@@ -455,8 +485,9 @@ def test_a_small_file_cannot_ask_for_gigabytes(tmp_path):
     bomb = tmp_path / "bomb.npz"
     with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         with archive.open("W.npy", "w", force_zip64=True) as member:
-            np.lib.format.write_array_header_2_0(member, {"descr": "<f8", "fortran_order": False,
-                                                          "shape": (40_000, 40_000)})  # fmt: skip
+            np.lib.format.write_array_header_2_0(
+                member, {"descr": "<f8", "fortran_order": False, "shape": (40_000, 40_000)}
+            )
             chunk = bytes(1 << 20)
             for _ in range(100):  # 100 MiB of zeros: about 100 kB compressed
                 member.write(chunk)

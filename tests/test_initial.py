@@ -17,8 +17,9 @@ def test_wishart_moments_are_marchenko_pastur(r, sigma):
     words = [(0,) * w for w in range(1, 9)]
     x, weights = marchenko_pastur_rule(r, sigma, n=600)
     expected = [(x**w) @ weights for w in range(1, 9)]
-    np.testing.assert_allclose(exact_moments(model, {1: InitSpec(width_ratio=r, scale=sigma)}, words), expected,
-                               rtol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(
+        exact_moments(model, {1: InitSpec(width_ratio=r, scale=sigma)}, words), expected, rtol=1e-12
+    )
 
 
 def test_identity_letters_are_scalars():
@@ -59,8 +60,9 @@ def test_untied_and_direct_simple_values():
     values = exact_moments(untied, spec, [(0, 1), (2,), (3,), (0,), (0, 0)])
     np.testing.assert_allclose(values, [0.5 * 0.81 * 1.44, 0.5 * 0.81, 0.5 * 1.44, 0.0, 0.0], atol=1e-15)
     direct = Model("direct", 1, [1])
-    np.testing.assert_allclose(exact_moments(direct, {1: InitSpec(scale=0.8)}, [(0, 1), (0, 0), (0,)]),
-                               [0.64, 0.0, 0.0], atol=1e-15)  # fmt: skip
+    np.testing.assert_allclose(
+        exact_moments(direct, {1: InitSpec(scale=0.8)}, [(0, 1), (0, 0), (0,)]), [0.64, 0.0, 0.0], atol=1e-15
+    )
 
 
 def test_bad_init_specs():
@@ -86,14 +88,18 @@ def test_from_file_inits_give_empirical_moments(tmp_path):
     S2 = np.diag(rng.uniform(0.5, 1.5, d))
     np.savez(tmp_path / "student.npz", W=W)
     np.savez(tmp_path / "teacher.npz", S=S2)
-    config = parse_config({
-        "model": {"kind": "tied", "K": 2, "trainable": [1]},
-        "loss": {"builtin": "mse"},
-        "init": {"1": {"kind": "from-file", "path": str(tmp_path / "student.npz")},
-                 "2": {"kind": "from-file", "path": str(tmp_path / "teacher.npz")}},
-        "truncation": {"degree": 4},
-        "integrate": {"T": 0.01},
-    })  # fmt: skip
+    config = parse_config(
+        {
+            "model": {"kind": "tied", "K": 2, "trainable": [1]},
+            "loss": {"builtin": "mse"},
+            "init": {
+                "1": {"kind": "from-file", "path": str(tmp_path / "student.npz")},
+                "2": {"kind": "from-file", "path": str(tmp_path / "teacher.npz")},
+            },
+            "truncation": {"degree": 4},
+            "integrate": {"T": 0.01},
+        }
+    )
     truncation, y0 = from_config(config)
     expected = empirical_moments(truncation.model, [W, np.sqrt(S2)], truncation.program.word_codes)
     np.testing.assert_allclose(y0, expected, rtol=1e-12)

@@ -22,9 +22,14 @@ def test_mse_readout_for_one_token_is_h_itself():
     softplus = log(1 + eˣ))."""
     import math
 
-    formulas = {"h1": lambda x: x, "h2": lambda x: (x * x - 1) / math.sqrt(2),
-                "h3": lambda x: (x**3 - 3 * x) / math.sqrt(6), "tanh": math.tanh, "erf": math.erf,
-                "softplus": lambda x: math.log1p(math.exp(x))}  # fmt: skip
+    formulas = {
+        "h1": lambda x: x,
+        "h2": lambda x: (x * x - 1) / math.sqrt(2),
+        "h3": lambda x: (x**3 - 3 * x) / math.sqrt(6),
+        "tanh": math.tanh,
+        "erf": math.erf,
+        "softplus": lambda x: math.log1p(math.exp(x)),
+    }
     assert set(formulas) == set(ACTIVATIONS)
     for name, h in formulas.items():
         loss = builtin("mse", L=1, K=2, activation=name)

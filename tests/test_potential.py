@@ -22,8 +22,10 @@ STATES = {
 
 
 def largest_difference(a, b):
-    return max(abs(a.phi - b.phi), *(np.max(np.abs(x - y)) for x, y in
-               ((a.dQ1, b.dQ1), (a.dQ2, b.dQ2), (a.b, b.b), (a.m_hessian, b.m_hessian))))  # fmt: skip
+    return max(
+        abs(a.phi - b.phi),
+        *(np.max(np.abs(x - y)) for x, y in ((a.dQ1, b.dQ1), (a.dQ2, b.dQ2), (a.b, b.b), (a.m_hessian, b.m_hessian))),
+    )
 
 
 def scale(v):
@@ -184,14 +186,21 @@ def test_m_star_failure_names_q_and_the_loss():
         (lambda: Potential(builtin("mse"), "untied").evaluate(m=[0, 0], q1=Q, q2=2 * Q), PotentialError, "Q1 - Q2"),
         (lambda: Potential(builtin("mse"), "tied").evaluate(q=[[np.nan, 0], [0, 1]]), PotentialError, "non-finite"),
         (lambda: Potential(builtin("mse"), "untied").evaluate(q1=Q, q2=Q), PotentialError, "missing state `m`"),
-        (lambda: Potential(parse_expression("exp(exp(G[1,1,1]))", 1, 2), "tied").evaluate(q=Q), PotentialError,
-         "not finite"),
+        (
+            lambda: Potential(parse_expression("exp(exp(G[1,1,1]))", 1, 2), "tied").evaluate(q=Q),
+            PotentialError,
+            "not finite",
+        ),
         (lambda: builtin("mse", activation="relu"), UnsupportedLoss, "relu"),
         (lambda: Potential(parse_expression("abs(G[1,1,1] - G[1,1,2])", 1, 2), "tied"), UnsupportedLoss, "Dirac"),
         (lambda: Potential(builtin("mse", L=2), "tied", C=[[1, 2], [2, 1]]), PotentialError, "semi-definite"),
         (lambda: Potential(builtin("mse", L=2), "tied", C=np.eye(3)), PotentialError, "shape"),
         (lambda: Potential(builtin("softmax-mse", L=2), "tied", method="exact"), UnsupportedLoss, "polynomial"),
-        (lambda: Potential(builtin("mse"), "tied").m_star(Q, Q, [0, 0], [1]), PotentialError, "only for a model with a mean"),
+        (
+            lambda: Potential(builtin("mse"), "tied").m_star(Q, Q, [0, 0], [1]),
+            PotentialError,
+            "only for a model with a mean",
+        ),
     ],
 )
 def test_bad_states_and_losses_raise_clearly(call, error, needle):
@@ -220,7 +229,9 @@ def test_compiled_integrand_is_loaded_from_the_cache_by_a_second_process(tmp_pat
         "print(sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values()))"
     )
     env = {**os.environ, "MOMENTGEN_CACHE": str(tmp_path)}
-    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-            for _ in range(2)]  # fmt: skip
+    runs = [
+        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        for _ in range(2)
+    ]
     first, second = (tuple(map(int, r.stdout.split())) for r in runs)
     assert first == (0, 1) and second == (1, 0)

@@ -10,8 +10,8 @@ from momentgen.hierarchy import Model
 from momentgen.initial import InitSpec, exact_moments, initial_representation
 from momentgen.oracles import marchenko_pastur_rule, riccati_tied_moments, solvable_tied_moments
 from momentgen.potential import Potential
+from momentgen.reference import initial_factors, matrix_flow
 from momentgen.representation import gram_component, vector_moments
-from momentgen.simulate import initial_factors, matrix_flow
 from momentgen.truncation import CoefficientSource
 from momentgen.words import enumerate_words, parse
 
@@ -63,8 +63,9 @@ def test_passenger_letters_do_not_span_the_space():
     representation = initial_representation(model, specs, 2, generators=generators)
     assert representation.dim == 43
     words = [w for w in all_words(model, 5) if set(w) <= set(generators)] + [(6,), (7,)]
-    np.testing.assert_allclose(vector_moments(words, representation.letters), exact_moments(model, specs, words),
-                               rtol=1e-12, atol=1e-13)  # fmt: skip
+    np.testing.assert_allclose(
+        vector_moments(words, representation.letters), exact_moments(model, specs, words), rtol=1e-12, atol=1e-13
+    )
 
 
 def test_free_product_dimension_and_gram_schmidt_agree():
@@ -76,8 +77,9 @@ def test_free_product_dimension_and_gram_schmidt_agree():
     general = initial_representation(model, specs, 3, moments=lambda w: exact_moments(model, specs, w))
     assert free.dim == general.dim == 2**4 - 1
     words = all_words(model, 7)
-    np.testing.assert_allclose(vector_moments(words, general.letters), vector_moments(words, free.letters),
-                               rtol=1e-10, atol=1e-14)  # fmt: skip
+    np.testing.assert_allclose(
+        vector_moments(words, general.letters), vector_moments(words, free.letters), rtol=1e-10, atol=1e-14
+    )
 
 
 def test_dependent_words_reduce_the_space_exactly():
@@ -183,13 +185,19 @@ def test_tied_h2_matrix_model_and_finite_d_flow_agree_with_it(h2_case):
     model_closure = solve_with_closure(config, "matrix-model", size=300)
     assert sup_error(model_closure["series"], exact) < 4e-3
     factors = initial_factors(config.model, config.inits(), 300, seed=0)
-    flow = matrix_flow(config.model, factors, CoefficientSource(config.model, Potential(config.loss(), "tied")),
-                       times=t, words=list(exact))  # fmt: skip
+    flow = matrix_flow(
+        config.model,
+        factors,
+        CoefficientSource(config.model, Potential(config.loss(), "tied")),
+        times=t,
+        words=list(exact),
+    )
     assert sup_error(flow.series, exact) < 10 / 300
 
 
-@pytest.mark.parametrize("closure, degree, tol", [("zero", 6, 1e-12), ("quadrature", 7, 1e-12),
-                                                  ("matrix-model", 6, 2e-3)])  # fmt: skip
+@pytest.mark.parametrize(
+    "closure, degree, tol", [("zero", 6, 1e-12), ("quadrature", 7, 1e-12), ("matrix-model", 6, 2e-3)]
+)
 def test_every_closure_starts_from_the_exact_initial_moments(closure, degree, tol):
     """At t = 0 the reported words equal the closed-form d = ∞ moments of the h2 case (free
     Wishart letters, rate 1, jumps σ² = 0.05 and 0.5: μ(S) = σ², μ(S²) = 2σ⁴, μ(S1 S2) = μ(S1)μ(S2)
@@ -241,7 +249,7 @@ def test_untied_h1_quadrature_follows_sgd_through_the_slow_phase(untied_h1):
     with two seeds at B = 1024; SGD at d = 100 carries O(1/d) initial fluctuations — 0.014 on
     μ(A1) — and the ≈ 3/d floor of MATH.md §7), q⁽¹⁾12, q⁽²⁾12 within 0.025 (measured ≤ 0.009).
     The zero closure leaves the feasible set at once on this case (M = 4, 6, 8 checked)."""
-    from momentgen.simulate import simulate_config
+    from momentgen.reference import simulate_config
 
     config, out = untied_h1
     config.raw["sgd"].update(d=100, batch=512, lr=0.01, seeds=[0])
@@ -267,10 +275,19 @@ def test_quadrature_from_given_matrices_tracks_their_matrix_flow(h2_case):
     factors = initial_factors(config.model, config.inits(), 80, seed=0)
     representation = initial_representation(config.model, None, 5, moments=matrix_moments(config.model, factors))
     words = all_words(config.model, 11)
-    np.testing.assert_allclose(vector_moments(words, representation.letters),
-                               empirical_moments(config.model, factors, words), rtol=1e-9, atol=1e-12)  # fmt: skip
-    flow = matrix_flow(config.model, factors, CoefficientSource(config.model, Potential(config.loss(), "tied")),
-                       times=t, words=list(exact))
+    np.testing.assert_allclose(
+        vector_moments(words, representation.letters),
+        empirical_moments(config.model, factors, words),
+        rtol=1e-9,
+        atol=1e-12,
+    )
+    flow = matrix_flow(
+        config.model,
+        factors,
+        CoefficientSource(config.model, Potential(config.loss(), "tied")),
+        times=t,
+        words=list(exact),
+    )
     finite = solve_with_closure(config, "quadrature", degree=11, factors=factors)
     infinite = solve_with_closure(config, "quadrature", degree=11)
     assert sup_error(finite["series"], flow.series) < 4e-3
@@ -281,12 +298,15 @@ def test_untied_closure_reports_the_fast_phase():
     """Untied h1, L = 1, teacher mean m2 = 1.5, student mean 0, standard Gaussian factors: the fast
     phase is dm1/dt = −(t^A + t^B)·∂Φ/∂m1 = −2·2(m1 − m2), so m1(t) = m2(1 − e^{−4t}) in closed form;
     the quadrature closure reports it (and m*(q0) = m2) to the fast ODE's tolerance."""
-    config = parse_config({
-        "model": {"kind": "untied", "K": 2, "trainable": [1]}, "loss": {"builtin": "mse"},
-        "init": {"1": {"kind": "gaussian"}, "2": {"kind": "gaussian", "mean": 1.5}},
-        "truncation": {"degree": 5, "observables": ["M1 M2^T"]},
-        "integrate": {"T": 0.01, "points": 2, "fast_T": 5.0},
-    })  # fmt: skip
+    config = parse_config(
+        {
+            "model": {"kind": "untied", "K": 2, "trainable": [1]},
+            "loss": {"builtin": "mse"},
+            "init": {"1": {"kind": "gaussian"}, "2": {"kind": "gaussian", "mean": 1.5}},
+            "truncation": {"degree": 5, "observables": ["M1 M2^T"]},
+            "integrate": {"T": 0.01, "points": 2, "fast_T": 5.0},
+        }
+    )
     out = solve_with_closure(config, "quadrature")
     t = np.array(out["fast_t"])
     np.testing.assert_allclose(np.array(out["fast_m"])[:, 0], 1.5 * (1 - np.exp(-4 * t)), atol=1e-7)

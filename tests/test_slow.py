@@ -5,12 +5,12 @@ import pytest
 
 from momentgen.hierarchy import Model
 from momentgen.initial import InitSpec
-from momentgen.matrices import sample_factors
-from momentgen.truncation import CoefficientSource
 from momentgen.losses import builtin
+from momentgen.matrices import sample_factors
 from momentgen.oracles import solvable_tied_moments
 from momentgen.potential import Potential
-from momentgen.simulate import matrix_flow, sgd
+from momentgen.reference import matrix_flow, sgd
+from momentgen.truncation import CoefficientSource
 
 pytestmark = pytest.mark.slow
 
@@ -30,10 +30,22 @@ def test_sgd_bias_is_proportional_to_eta_d_over_b():
         diffs = []
         for seed in range(4):
             factors = sample_factors(MODEL, INITS, d, seed=100 + seed)
-            flow = matrix_flow(MODEL, factors, CoefficientSource(MODEL, Potential(LINEAR, "tied")), times=TIMES,
-                               words=["S1 S1"])
-            run = sgd(MODEL, LINEAR, INITS, d=d, lr=lr, batch=batch, times=TIMES, words=["S1 S1"], seed=seed,
-                      factors=factors, progress=False)  # fmt: skip
+            flow = matrix_flow(
+                MODEL, factors, CoefficientSource(MODEL, Potential(LINEAR, "tied")), times=TIMES, words=["S1 S1"]
+            )
+            run = sgd(
+                MODEL,
+                LINEAR,
+                INITS,
+                d=d,
+                lr=lr,
+                batch=batch,
+                times=TIMES,
+                words=["S1 S1"],
+                seed=seed,
+                factors=factors,
+                progress=False,
+            )
             diffs.append(run.series["S1 S1"][1:] - flow.series["S1 S1"][1:])
         biases[batch] = float(np.mean(diffs))
         assert 0.3 < biases[batch] / (lr * d / batch) < 1.5, biases
@@ -49,8 +61,13 @@ def test_matrix_flow_approaches_the_closed_form_like_one_over_d():
         values = []
         for seed in range(3):
             factors = sample_factors(MODEL, INITS, d, seed=seed)
-            flow = matrix_flow(MODEL, factors, CoefficientSource(MODEL, Potential(LINEAR, "tied")), times=TIMES,
-                               words=["S1 S1", "S1 S2"])
+            flow = matrix_flow(
+                MODEL,
+                factors,
+                CoefficientSource(MODEL, Potential(LINEAR, "tied")),
+                times=TIMES,
+                words=["S1 S1", "S1 S2"],
+            )
             exact = solvable_tied_moments(TIMES, 1.0, 1.0, 1.0)
             values.append(max(np.abs(flow.series[w] - exact[w]).max() for w in ("S1 S1", "S1 S2")))
         errors[d] = float(np.mean(values))
@@ -63,10 +80,11 @@ def test_matrix_model_closure_at_n_800_on_the_tied_h2_escape():
     quantiles + Haar rotations; ≈ 70 s) stays within O(1/n) of the exact d = ∞ solution
     (measured 3.2e-3 on q, 1.7e-3 on t1 — its Haar mixing is random at O(1/n), so n = 300
     happened to be closer: 1.4e-3). Asserted: 4/n."""
+    from pathlib import Path
+
     from momentgen.closures import solve_with_closure
     from momentgen.config import load_config
     from momentgen.oracles import riccati_tied_moments
-    from pathlib import Path
 
     config = load_config(Path(__file__).resolve().parents[1] / "examples" / "configs" / "fig2_tied_h2.toml")
     config.raw["integrate"].update(T=2.5, points=26)

@@ -6,14 +6,13 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
+from momentgen.closures import solve_with_closure
 from momentgen.config import parse_config
 from momentgen.hierarchy import Model, build
-from momentgen.closures import solve_with_closure
 from momentgen.initial import InitSpec, empirical_moments
-from momentgen.matrices import sample_factors
 from momentgen.integrate import solve
 from momentgen.losses import builtin
-from momentgen.matrices import letter_matrices, trace_moments
+from momentgen.matrices import letter_matrices, sample_factors, trace_moments
 from momentgen.oracles import solvable_tied_moments
 from momentgen.potential import Potential
 from momentgen.truncation import Truncation, from_config
@@ -74,14 +73,18 @@ def test_blowup_is_detected_and_reported():
 
 def untied_config(gamma=0.0, mean=1.5, activation="h2"):
     """Student mean 0.05: the O(1/√d) finite-d seed that takes h2 off its unstable m = 0."""
-    return parse_config({
-        "model": {"kind": "untied", "L": 1, "K": 2, "trainable": [1], "gamma": gamma},
-        "loss": {"builtin": "mse", "activation": activation},
-        "init": {"1": {"scale_U": 0.6, "scale_V": 0.9, "mean": 0.05},
-                 "2": {"scale_U": 1.0, "scale_V": 1.0, "mean": mean}},
-        "truncation": {"degree": 4, "observables": ["M1 M2^T"]},
-        "integrate": {"T": 0.2, "points": 21},
-    })  # fmt: skip
+    return parse_config(
+        {
+            "model": {"kind": "untied", "L": 1, "K": 2, "trainable": [1], "gamma": gamma},
+            "loss": {"builtin": "mse", "activation": activation},
+            "init": {
+                "1": {"scale_U": 0.6, "scale_V": 0.9, "mean": 0.05},
+                "2": {"scale_U": 1.0, "scale_V": 1.0, "mean": mean},
+            },
+            "truncation": {"degree": 4, "observables": ["M1 M2^T"]},
+            "integrate": {"T": 0.2, "points": 21},
+        }
+    )
 
 
 def test_untied_fast_phase_converges_to_m_star():
@@ -89,7 +92,9 @@ def test_untied_fast_phase_converges_to_m_star():
     times, means = truncation.fast_phase(y0, T=30.0)
     expected = truncation.potential.m_star(*truncation.order_parameters(y0), [1.0, 1.5], [1])
     assert abs(means[-1, 0] - expected[0]) < 1e-6 and means[-1, 1] == 1.5
-    assert means[0, 0] == pytest.approx(0.05, abs=1e-15) and expected[0] > 1.0  # it moved from the seed to the stable branch
+    assert (
+        means[0, 0] == pytest.approx(0.05, abs=1e-15) and expected[0] > 1.0
+    )  # it moved from the seed to the stable branch
 
 
 @pytest.mark.parametrize("gamma", [0.0, 0.7])

@@ -15,8 +15,8 @@ from momentgen.closures import CLOSURES, solve_with_closure
 from momentgen.config import ConfigError, load_config, parse_config
 from momentgen.hierarchy import Model, build
 from momentgen.initial import InitSpec
-from momentgen.matrices import sample_factors
 from momentgen.losses import builtin
+from momentgen.matrices import sample_factors
 from momentgen.oracles import riccati_tied_moments, solvable_tied_moments
 from momentgen.potential import Potential, _difference, _scale
 from momentgen.problem import Problem
@@ -27,12 +27,15 @@ WORDS = ("S1", "S1 S1", "S1 S2")
 
 def solvable(r, scale, c, degree, T, points=31):
     """The exactly solvable tied case (MATH.md §7) with a Wishart student of width ratio r."""
-    return parse_config({
-        "model": {"kind": "tied", "K": 2, "trainable": [1]}, "loss": {"builtin": "mse"},
-        "init": {"1": {"kind": "gaussian", "width_ratio": r, "scale": scale}, "2": {"kind": "identity", "c": c}},
-        "truncation": {"degree": degree, "observables": ["S1 S1", "S1 S2"], "closure": "quadrature"},
-        "integrate": {"T": T, "points": points},
-    })  # fmt: skip
+    return parse_config(
+        {
+            "model": {"kind": "tied", "K": 2, "trainable": [1]},
+            "loss": {"builtin": "mse"},
+            "init": {"1": {"kind": "gaussian", "width_ratio": r, "scale": scale}, "2": {"kind": "identity", "c": c}},
+            "truncation": {"degree": degree, "observables": ["S1 S1", "S1 S2"], "closure": "quadrature"},
+            "integrate": {"T": T, "points": points},
+        }
+    )
 
 
 def sup_error(out, exact, words=WORDS):
@@ -42,8 +45,9 @@ def sup_error(out, exact, words=WORDS):
 # ---- 1. rank-deficient states ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("r, scale, c", [(0.3, 1.0, 2.0), (0.3, 0.7, 0.5), (0.5, 1.0, 1.0), (0.5, 1.4, 2.0),
-                                         (0.5, 0.7, 0.5)])  # fmt: skip
+@pytest.mark.parametrize(
+    "r, scale, c", [(0.3, 1.0, 2.0), (0.3, 0.7, 0.5), (0.5, 1.0, 1.0), (0.5, 1.4, 2.0), (0.5, 0.7, 0.5)]
+)
 def test_rank_deficient_students_follow_the_exact_eigenvalue_flow(r, scale, c):
     """S1 = W Wᵀ with W of width r·d has an atom of mass 1 − r at 0 that the flow keeps for ever;
     the quadrature closure (degree 21, n = 10) carries it exactly and stays within 1e-4 of the
@@ -73,8 +77,9 @@ def test_rank_deficient_representation_has_an_exact_kernel():
     assert np.sum(V[0, np.abs(w) < 1e-12] ** 2) == pytest.approx(1 - 0.3, abs=1e-10)
     words = [parse(x, "tied", 2) for x in enumerate_words("tied", 2, 2 * n + 1)]
     rep = initial_representation(model, specs, n)
-    np.testing.assert_allclose(vector_moments(words, rep.letters), exact_moments(model, specs, words),
-                               rtol=1e-10, atol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(
+        vector_moments(words, rep.letters), exact_moments(model, specs, words), rtol=1e-10, atol=1e-12
+    )
 
 
 # ---- 2. honest error estimates -------------------------------------------------------------------
@@ -159,13 +164,18 @@ def riccati_files(tmp_path_factory):
 
 
 def riccati_config(folder, closure, degree):
-    return parse_config({
-        "model": {"kind": "tied", "K": 2, "trainable": [1]}, "loss": {"builtin": "mse"},
-        "init": {"1": {"kind": "from-file", "path": str(folder / "student.npz")},
-                 "2": {"kind": "from-file", "path": str(folder / "teacher.npz")}},
-        "truncation": {"degree": degree, "observables": ["S1 S1", "S1 S2"], "closure": closure},
-        "integrate": {"T": 10.0, "points": 41},
-    })  # fmt: skip
+    return parse_config(
+        {
+            "model": {"kind": "tied", "K": 2, "trainable": [1]},
+            "loss": {"builtin": "mse"},
+            "init": {
+                "1": {"kind": "from-file", "path": str(folder / "student.npz")},
+                "2": {"kind": "from-file", "path": str(folder / "teacher.npz")},
+            },
+            "truncation": {"degree": degree, "observables": ["S1 S1", "S1 S2"], "closure": closure},
+            "integrate": {"T": 10.0, "points": 41},
+        }
+    )
 
 
 def test_from_file_states_over_a_long_horizon_against_the_exact_riccati_solution(riccati_files):
@@ -192,12 +202,29 @@ def test_solve_accepts_from_file_inits_with_every_closure(riccati_files, tmp_pat
     W = np.load(folder / "student.npz")["W"]
     T = np.load(folder / "teacher.npz")["S"]
     path = tmp_path / "files.toml"
-    path.write_text("\n".join([
-        "[model]", 'kind = "tied"', "K = 2", "trainable = [1]", "[loss]", 'builtin = "mse"',
-        "[init.1]", 'kind = "from-file"', f'path = "{folder / "student.npz"}"',
-        "[init.2]", 'kind = "from-file"', f'path = "{folder / "teacher.npz"}"',
-        "[truncation]", "degree = 7", "[integrate]", "T = 0.02", "points = 3",
-    ]))  # fmt: skip
+    path.write_text(
+        "\n".join(
+            [
+                "[model]",
+                'kind = "tied"',
+                "K = 2",
+                "trainable = [1]",
+                "[loss]",
+                'builtin = "mse"',
+                "[init.1]",
+                'kind = "from-file"',
+                f'path = "{folder / "student.npz"}"',
+                "[init.2]",
+                'kind = "from-file"',
+                f'path = "{folder / "teacher.npz"}"',
+                "[truncation]",
+                "degree = 7",
+                "[integrate]",
+                "T = 0.02",
+                "points = 3",
+            ]
+        )
+    )
     out = tmp_path / "out.json"
     assert main(["solve", str(path), "--json", str(out), "--closure", closure]) == 0
     data = json.loads(out.read_text())
@@ -251,10 +278,13 @@ def test_a_run_that_travels_refines_its_rule_and_reports_it():
     the run reaches, so the run is audited, the level raised (65) and the run repeated; the result
     reports it and agrees with a run on a fixed rule 10 levels finer than the start within 2.5e-7
     (measured 7.4e-8)."""
-    raw = {"model": {"kind": "tied", "L": 2, "K": 2, "trainable": [1]},
-           "loss": {"builtin": "softmax-mse", "rtol": 1e-6},
-           "init": {"1": {"kind": "gaussian", "scale": 0.3}, "2": {"kind": "gaussian", "scale": 1.6}},
-           "truncation": {"degree": 5, "observables": ["S1 S2"]}, "integrate": {"T": 3.0, "points": 16}}  # fmt: skip
+    raw = {
+        "model": {"kind": "tied", "L": 2, "K": 2, "trainable": [1]},
+        "loss": {"builtin": "softmax-mse", "rtol": 1e-6},
+        "init": {"1": {"kind": "gaussian", "scale": 0.3}, "2": {"kind": "gaussian", "scale": 1.6}},
+        "truncation": {"degree": 5, "observables": ["S1 S2"]},
+        "integrate": {"T": 3.0, "points": 16},
+    }
     config = parse_config(raw)
     start = Potential.from_config(config)
     start.evaluate(q=np.diag([2 * 0.3**4, 2 * 1.6**4]))
@@ -272,11 +302,15 @@ def test_rhs_is_a_pure_function_of_the_state():
     """Untied h2 with a teacher mean (m* is found by Newton from a warm start): the same state gives a
     bit-identical derivative after two different histories of calls (before, rhs moved the warm
     start on every call)."""
-    config = parse_config({
-        "model": {"kind": "untied", "K": 2, "trainable": [1]}, "loss": {"builtin": "mse", "activation": "h2"},
-        "init": {"1": {"kind": "gaussian", "mean": 0.1}, "2": {"kind": "gaussian", "mean": 1.5}},
-        "truncation": {"degree": 3, "observables": ["M1 M2^T"]}, "integrate": {"T": 0.1},
-    })  # fmt: skip
+    config = parse_config(
+        {
+            "model": {"kind": "untied", "K": 2, "trainable": [1]},
+            "loss": {"builtin": "mse", "activation": "h2"},
+            "init": {"1": {"kind": "gaussian", "mean": 0.1}, "2": {"kind": "gaussian", "mean": 1.5}},
+            "truncation": {"degree": 3, "observables": ["M1 M2^T"]},
+            "integrate": {"T": 0.1},
+        }
+    )
     truncation, y0 = from_config(config)
     truncation.fast_phase(y0, 20.0)
     far = y0 * 1.3
@@ -303,11 +337,15 @@ def untied_files(tmp_path, d=50, shift=0.06, seed=2):
 
 def untied_config(paths, **init2):
     return {
-        "model": {"kind": "untied", "K": 2, "trainable": [1]}, "loss": {"builtin": "mse", "activation": "h2"},
-        "init": {"1": {"kind": "from-file", "path": str(paths[0])},
-                 "2": {"kind": "from-file", "path": str(paths[1]), **init2}},
-        "truncation": {"degree": 3, "observables": ["M1 M2^T"]}, "integrate": {"T": 0.02, "points": 3},
-    }  # fmt: skip
+        "model": {"kind": "untied", "K": 2, "trainable": [1]},
+        "loss": {"builtin": "mse", "activation": "h2"},
+        "init": {
+            "1": {"kind": "from-file", "path": str(paths[0])},
+            "2": {"kind": "from-file", "path": str(paths[1]), **init2},
+        },
+        "truncation": {"degree": 3, "observables": ["M1 M2^T"]},
+        "integrate": {"T": 0.02, "points": 3},
+    }
 
 
 def test_from_file_untied_inits_carry_their_means(tmp_path):
@@ -347,12 +385,19 @@ def test_sgd_flow_and_theory_start_from_the_configured_mean():
         plain = sample_factors(model, {1: InitSpec(), 2: InitSpec()}, d, seed=4)
         assert untied_means(shifted)[1] == pytest.approx(1.5, abs=1e-12)
         assert abs(untied_means(plain)[1]) < 0.5
-        shift[d] = np.abs(trace_moments(even, letter_matrices("untied", shifted))
-                          - trace_moments(even, letter_matrices("untied", plain))).max()  # fmt: skip
+        shift[d] = np.abs(
+            trace_moments(even, letter_matrices("untied", shifted))
+            - trace_moments(even, letter_matrices("untied", plain))
+        ).max()
     assert shift[100] < 0.13 and shift[100] > 3 * shift[400]
-    config = parse_config({
-        "model": {"kind": "untied", "K": 2, "trainable": [1]}, "loss": {"builtin": "mse", "activation": "h2"},
-        "init": {"1": {"kind": "gaussian"}, "2": {"kind": "gaussian", "mean": 1.5}},
-        "truncation": {"degree": 3}, "integrate": {"T": 0.01, "points": 2}, "sgd": {"d": 100},
-    })  # fmt: skip
+    config = parse_config(
+        {
+            "model": {"kind": "untied", "K": 2, "trainable": [1]},
+            "loss": {"builtin": "mse", "activation": "h2"},
+            "init": {"1": {"kind": "gaussian"}, "2": {"kind": "gaussian", "mean": 1.5}},
+            "truncation": {"degree": 3},
+            "integrate": {"T": 0.01, "points": 2},
+            "sgd": {"d": 100},
+        }
+    )
     assert config.initial_means()[1] == 1.5

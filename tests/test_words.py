@@ -134,7 +134,9 @@ def test_trace_invariance_under_canonical_form(model, data):
     K = data.draw(st.integers(1, 3))
     seed = data.draw(st.integers(0, 2**32 - 1))
     alphabet = Alphabet(model, K)
-    words = data.draw(st.lists(st.lists(st.integers(0, alphabet.size - 1), min_size=1, max_size=9), min_size=1, max_size=6))
+    words = data.draw(
+        st.lists(st.lists(st.integers(0, alphabet.size - 1), min_size=1, max_size=9), min_size=1, max_size=6)
+    )
     letters_ = letter_matrices(model, random_factors(model, K, 7, np.random.default_rng(seed)))
     canon = [canonical_codes(w, model) for w in words]
     np.testing.assert_allclose(trace_moments(words, letters_), trace_moments(canon, letters_), rtol=1e-11, atol=1e-13)

@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ModelError, WordError
-from .base import Batch, Family, ModelKind, Rule
+from .alphabet import Alphabet
+from .base import NOISE_FAMILIES, Batch, Family, ModelKind, Rule
 from .direct import DIRECT
 from .symmetric import SYMMETRIC
 from .tied import TIED
 from .untied import UNTIED
 
-__all__ = ["KINDS", "Model", "ModelKind", "Family", "Rule", "Batch", "get"]
+__all__ = ["KINDS", "NOISE_FAMILIES", "Model", "ModelKind", "Family", "Rule", "Batch", "get"]
 
 #: The registry: configuration ``kind`` → its `ModelKind`.
 KINDS = {kind.name: kind for kind in (TIED, UNTIED, DIRECT, SYMMETRIC)}
@@ -60,8 +61,6 @@ class Model:
 
     @property
     def alphabet(self):
-        from ..words import Alphabet  # noqa: PLC0415 - words imports this package for the letter tables
-
         return Alphabet(self.kind, self.K)
 
     @property

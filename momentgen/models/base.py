@@ -21,7 +21,10 @@ needs kind-specific behaviour asks the kind through this protocol. What a kind d
    identity and file factors, and the d = ∞ laws of Gaussian factors (`letter_factors`,
    `matrix_laws`) for exact initial moments;
 6. **quadrature states** — which letters drive the flow, and the factor form of compressed
-   letters (`factor_parts`).
+   letters (`factor_parts`);
+7. **the finite-learning-rate term** (docs/FINITE_LR.md) — how the SGD noise matrix ``h_k`` of
+   an index moves its factors (`noise_increments`) and, to first and second order in it, its
+   letters (`noise_first`, `noise_second`), and the constant `noise_scale`.
 
 Conventions: indices k, l are 1-based in words and names, 0-based in arrays; a letter's code is
 ``(k − 1)·len(letter_kinds) + position of its kind``. Times are on the kind's own axis
@@ -35,7 +38,17 @@ import numpy as np
 
 from ..errors import ModelError
 
-__all__ = ["ModelKind", "Family", "Rule", "Batch", "identity_or_none", "psd_root", "token_pairs", "token_mix"]
+__all__ = [
+    "ModelKind",
+    "Family",
+    "Rule",
+    "Batch",
+    "NOISE_FAMILIES",
+    "identity_or_none",
+    "psd_root",
+    "token_pairs",
+    "token_mix",
+]
 
 
 @dataclass(frozen=True)
@@ -99,6 +112,12 @@ def identity_or_none(spec):
     return spec.kind == "identity"
 
 
+#: The finite-learning-rate coefficients (docs/FINITE_LR.md): κ N1 and κ N2, where
+#: ``N1_kl = Σ E[c_ijk c_i'j'l] C_ii'C_jj'`` pairs a noise matrix with a transposed one and
+#: ``N2_kl = Σ E[c_ijk c_i'j'l] C_ij'C_ji'`` two of the same orientation (``c = ∂ℓ/∂G``).
+NOISE_FAMILIES = ("N1", "N2")
+
+
 class ModelKind:
     """Base class of a model kind; see the module docstring for the contract."""
 
@@ -115,6 +134,15 @@ class ModelKind:
     state_names = {}  # the potential's keyword names of the order parameters → their roles ("Q1", "Q2", "m")
     weight_decay_factor = None
     file_arrays = ()  # the arrays an .npz holds for one index: alternatives (tuples of names), preferred first
+    # The finite-learning-rate term (docs/FINITE_LR.md). The batch-gradient noise of index k is a
+    # matrix h_k (h^+ = h, h^- = hᵀ); a trainable letter moves by −η(first order) + η²(second order):
+    #   noise_first[letter kind]:  ((left, ε, right), …)          Σ left·h^ε·right
+    #   noise_second[letter kind]: ((left, ε1, middle, ε2, right), …)   Σ left·h^ε1·middle·h^ε2·right
+    # with left, middle, right tuples of letter kinds of the same index; `noise_scale` is the constant
+    # of both noise families (SGD steps per unit time × η/d, times any constant of the map h → Δfactor).
+    noise_first = {}
+    noise_second = {}
+    noise_scale = None
 
     # ---- letters -------------------------------------------------------------------------------
     def code(self, letter_kind, k):
@@ -141,10 +169,41 @@ class ModelKind:
         raise NotImplementedError
 
     def family(self, name):
-        for family in self.families:
+        for family in self.families + self.noise_families:
             if family.name == name:
                 return family
         raise ModelError(f"the {self.name} model has no coefficient family {name!r}")
+
+    @property
+    def noise_families(self):
+        """The finite-learning-rate families κN1, κN2 (`NOISE_FAMILIES`) with this kind's `noise_scale`."""
+        if self.noise_scale is None:
+            return ()
+        return (
+            Family("N1", self.noise_scale, "kappa E[c c'] C_ii'C_jj' (SGD noise, h with h^T)", latex=r"\kappa N^{(1)}"),
+            Family("N2", self.noise_scale, "kappa E[c c'] C_ij'C_ji' (SGD noise, h with h)", latex=r"\kappa N^{(2)}"),
+        )
+
+    def noise_program(self, model):
+        """{trainable letter code: (index k, first-order terms, second-order terms)} with letter codes:
+        first ``(left codes, transposed, right codes)``, second ``(left, t1, middle, t2, right)``."""
+        if self.noise_scale is None:
+            raise ModelError(f"the {self.name} model has no finite-learning-rate term")
+        out = {}
+        for k in model.trainable:
+            for kind in self.letter_kinds:
+                first = tuple(
+                    (self._codes(a, k), e == "-", self._codes(b, k)) for a, e, b in self.noise_first.get(kind, ())
+                )
+                second = tuple(
+                    (self._codes(a, k), e1 == "-", self._codes(m, k), e2 == "-", self._codes(b, k))
+                    for a, e1, m, e2, b in self.noise_second.get(kind, ())
+                )
+                out[self.code(kind, k)] = (k, first, second)
+        return out
+
+    def _codes(self, kinds, k):
+        return tuple(self.code(kind, k) for kind in kinds)
 
     def potential_families(self, value):
         """{family name: array} of the coefficients Φ alone determines, from the
@@ -193,6 +252,12 @@ class ModelKind:
         """One online-SGD step (MATH.md §1) from ``batch`` (a `Batch`: tokens, loss gradient, C);
         returns the new factors, or None when the step met a non-finite number."""
         raise NotImplementedError
+
+    def noise_increments(self, model, factors, H):
+        """The change of each factor when the noise matrices of the indices are ``H`` (list of d × d,
+        one per index): the linear map h → Δfactor of one SGD step's fluctuation, without −η (the
+        stochastic matrix model of `momentgen.flow` and docs/FINITE_LR.md). Fixed indices: 0."""
+        raise ModelError(f"the {self.name} model has no finite-learning-rate term")
 
     def means(self, factors):
         """Untied pre-activation means Tr(M_k)/√d of finite factors (array), or None."""

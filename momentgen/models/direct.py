@@ -27,6 +27,9 @@ class Direct(ModelKind):
 
     positive_letters = False
     state_names = {"Omega": ("Q1",), "Psi": ("Q2",)}
+    # SGD noise: ΔS_k = −η h (τ = nη/d: scale 1); no second order.
+    noise_first = {"S": (((), "+", ()),), "S^T": (((), "-", ()),)}
+    noise_scale = 1.0
 
     def steps_per_time(self, d, lr):
         return d / lr
@@ -44,8 +47,12 @@ class Direct(ModelKind):
             S, ST = self.code("S", k), self.code("S^T", k)
             for l in range(1, model.K + 1):
                 Sl, SlT = self.code("S", l), self.code("S^T", l)
-                out += [Rule(S, "A", k, l, (Sl,)), Rule(S, "B", k, l, (SlT,)), Rule(ST, "A", k, l, (SlT,)),
-                        Rule(ST, "B", k, l, (Sl,))]  # fmt: skip
+                out += [
+                    Rule(S, "A", k, l, (Sl,)),
+                    Rule(S, "B", k, l, (SlT,)),
+                    Rule(ST, "A", k, l, (SlT,)),
+                    Rule(ST, "B", k, l, (Sl,)),
+                ]
         return out
 
     def required_words(self, model):
@@ -69,9 +76,10 @@ class Direct(ModelKind):
         A, B, gamma = coefficients["A"], coefficients["B"], coefficients["gamma"]
         return [
             -2 * sum(A[k - 1, l] * factors[l] + B[k - 1, l] * factors[l].T for l in range(model.K)) - gamma * S
-            if k in model.trainable else np.zeros_like(S)
+            if k in model.trainable
+            else np.zeros_like(S)
             for k, S in enumerate(factors, start=1)
-        ]  # fmt: skip
+        ]
 
     def sgd_step(self, model, factors, batch, lr, gamma):
         """G_ij = x_iᵀ S x_j: ∇_S ℓ = Xᵀ(g X)/√d − ⟨g, C⟩ I/√d."""
@@ -90,6 +98,9 @@ class Direct(ModelKind):
             grad -= np.einsum("bij,ij->", gk, batch.C) / (root_d * B) * np.eye(d)
             out[k - 1] = decay * factors[k - 1] - lr * grad
         return out
+
+    def noise_increments(self, model, factors, H):
+        return [-H[k - 1] if k in model.trainable else np.zeros_like(S) for k, S in enumerate(factors, start=1)]
 
     def sample_factor(self, spec, d, rng):
         return rng.standard_normal((d, d)) * spec.scale / np.sqrt(d)

@@ -44,6 +44,9 @@ class Symmetric(ModelKind):
 
     positive_letters = False
     state_names = {"q": ("Q1", "Q2")}
+    # SGD noise: ΔS_k = −η (h + hᵀ)/2 (τ = nη/d): written with unit signs, the ½·½ goes to the scale.
+    noise_first = {"S": (((), "+", ()), ((), "-", ()))}
+    noise_scale = 0.25
 
     def steps_per_time(self, d, lr):
         return d / lr
@@ -56,8 +59,11 @@ class Symmetric(ModelKind):
 
     def rules(self, model):
         """dS_k/dτ = −2 Σ_l Γ_kl S_l: S_k ↦ S_l."""
-        return [Rule(self.code("S", k), "Gamma", k, l, (self.code("S", l),))
-                for k in model.trainable for l in range(1, model.K + 1)]  # fmt: skip
+        return [
+            Rule(self.code("S", k), "Gamma", k, l, (self.code("S", l),))
+            for k in model.trainable
+            for l in range(1, model.K + 1)
+        ]
 
     def required_words(self, model):
         pairs = [(k, l) for k in range(1, model.K + 1) for l in range(k, model.K + 1)]
@@ -76,9 +82,10 @@ class Symmetric(ModelKind):
         Gamma, gamma = coefficients["Gamma"], coefficients["gamma"]
         return [
             -2 * sum(Gamma[k - 1, l] * factors[l] for l in range(model.K)) - gamma * S
-            if k in model.trainable else np.zeros_like(S)
+            if k in model.trainable
+            else np.zeros_like(S)
             for k, S in enumerate(factors, start=1)
-        ]  # fmt: skip
+        ]
 
     def sgd_step(self, model, factors, batch, lr, gamma):
         """As the direct model, with the gradient symmetrised: sym(Xᵀ(g X))/√d − ⟨g, C⟩ I/√d."""
@@ -97,6 +104,12 @@ class Symmetric(ModelKind):
             grad = 0.5 * (grad + grad.T) - np.einsum("bij,ij->", gk, batch.C) / (root_d * B) * np.eye(d)
             out[k - 1] = decay * factors[k - 1] - lr * grad
         return out
+
+    def noise_increments(self, model, factors, H):
+        return [
+            -0.5 * (H[k - 1] + H[k - 1].T) if k in model.trainable else np.zeros_like(S)
+            for k, S in enumerate(factors, start=1)
+        ]
 
     def sample_factor(self, spec, d, rng):
         Z = rng.standard_normal((d, d))

@@ -30,6 +30,11 @@ class Tied(ModelKind):
 
     positive_letters = True
     state_names = {"q": ("Q1", "Q2")}
+    # SGD noise: ΔW_k = −η (h + hᵀ) W_k, so ΔS_k = −η(h S + hᵀS + S h + S hᵀ) + η² (h + hᵀ) S (h + hᵀ);
+    # 4η/d of t per step: scale (d/4η)·η/d = 1/4.
+    noise_first = {"S": (((), "+", ("S",)), ((), "-", ("S",)), (("S",), "+", ()), (("S",), "-", ()))}
+    noise_second = {"S": tuple(((), e1, ("S",), e2, ()) for e1 in "+-" for e2 in "+-")}
+    noise_scale = 0.25
 
     def steps_per_time(self, d, lr):
         return d / (4 * lr)
@@ -68,9 +73,10 @@ class Tied(ModelKind):
         S = [W @ W.T for W in factors]
         return [
             -sum(Gamma[k - 1, l] * S[l] for l in range(model.K)) @ W - gamma / 4 * W
-            if k in model.trainable else np.zeros_like(W)
+            if k in model.trainable
+            else np.zeros_like(W)
             for k, W in enumerate(factors, start=1)
-        ]  # fmt: skip
+        ]
 
     def sgd_step(self, model, factors, batch, lr, gamma):
         """∇_W ℓ = (2/√d) Xᵀ(sym(g) P) − (2/√d) ⟨g, C⟩ W with P = X W (BLAS-shaped, no loop over samples)."""
@@ -89,6 +95,12 @@ class Tied(ModelKind):
             grad -= 2 * np.einsum("bij,ij->", gk, batch.C) / (root_d * B) * factors[k - 1]
             out[k - 1] = decay * factors[k - 1] - lr * grad
         return out
+
+    def noise_increments(self, model, factors, H):
+        return [
+            -(H[k - 1] + H[k - 1].T) @ W if k in model.trainable else np.zeros_like(W)
+            for k, W in enumerate(factors, start=1)
+        ]
 
     def sample_factor(self, spec, d, rng):
         width = max(1, int(round(spec.width_ratio * d)))

@@ -25,13 +25,31 @@ class Untied(ModelKind):
     time_symbol = "tau"
     centred = False
     fast_phase = True
-    families = (Family("beta", -1.0, "effective bias (slaving force)", pairs=False, latex=r"\beta"),
-                Family("a1", -2.0, "dPhi/dq1", latex=r"a^{(1)}"), Family("a2", -2.0, "dPhi/dq2", latex=r"a^{(2)}"))
+    families = (
+        Family("beta", -1.0, "effective bias (slaving force)", pairs=False, latex=r"\beta"),
+        Family("a1", -2.0, "dPhi/dq1", latex=r"a^{(1)}"),
+        Family("a2", -2.0, "dPhi/dq2", latex=r"a^{(2)}"),
+    )
     weight_decay_factor = -2.0
     file_arrays = (("U", "V"),)
 
     positive_letters = True
     state_names = {"m": ("m",), "q1": ("Q1",), "q2": ("Q2",)}
+    # SGD noise: ΔU_k = −η h V_k, ΔV_k = −η hᵀ U_k (the slow phase's τ = nη/d: scale 1), so
+    # ΔM = −η(h B + A h) + η² h Mᵀ h,  ΔA = −η(h Mᵀ + M hᵀ) + η² h B hᵀ,  ΔB = −η(hᵀM + Mᵀh) + η² hᵀ A h.
+    noise_first = {
+        "M": (((), "+", ("B",)), (("A",), "+", ())),
+        "M^T": ((("B",), "-", ()), ((), "-", ("A",))),
+        "A": (((), "+", ("M^T",)), (("M",), "-", ())),
+        "B": (((), "-", ("M",)), (("M^T",), "+", ())),
+    }
+    noise_second = {
+        "M": (((), "+", ("M^T",), "+", ()),),
+        "M^T": (((), "-", ("M",), "-", ()),),
+        "A": (((), "+", ("B",), "-", ()),),
+        "B": (((), "-", ("A",), "+", ()),),
+    }
+    noise_scale = 1.0
 
     def steps_per_time(self, d, lr):
         return d / lr
@@ -77,10 +95,15 @@ class Untied(ModelKind):
         for k in model.trainable:
             D = moments(f"A{k}") + moments(f"B{k}")
             if not D > 1e-12:
-                raise InfeasibleState(f"D_{k} = t^A_{k} + t^B_{k} = {D:.3g} <= 0: the student has collapsed "
-                                      "(beta is singular); lower the weight decay")  # fmt: skip
-            psi = 2 * sum(a[r][k - 1, l - 1] * (moments(f"{Ml} B{k}") + moments(f"A{k} {Ml}"))
-                          for l in range(1, model.K + 1) for r, Ml in enumerate((f"M{l}", f"M{l}^T")))  # fmt: skip
+                raise InfeasibleState(
+                    f"D_{k} = t^A_{k} + t^B_{k} = {D:.3g} <= 0: the student has collapsed "
+                    "(beta is singular); lower the weight decay"
+                )
+            psi = 2 * sum(
+                a[r][k - 1, l - 1] * (moments(f"{Ml} B{k}") + moments(f"A{k} {Ml}"))
+                for l in range(1, model.K + 1)
+                for r, Ml in enumerate((f"M{l}", f"M{l}^T"))
+            )
             if trace_conserving:
                 psi += 2 * gamma * moments(f"M{k}")
             beta[k - 1] = -psi / D
@@ -100,11 +123,15 @@ class Untied(ModelKind):
                     Mr = self.code("M" if r == 1 else "M^T", l)  # M_l^(r)
                     Mrbar = self.code("M^T" if r == 1 else "M", l)  # M_l^(r̄)
                     out += [
-                        Rule(M, family, k, l, (Mr, B)), Rule(M, family, k, l, (A, Mr)),
-                        Rule(MT, family, k, l, (B, Mrbar)), Rule(MT, family, k, l, (Mrbar, A)),
-                        Rule(A, family, k, l, (Mr, MT)), Rule(A, family, k, l, (M, Mrbar)),
-                        Rule(B, family, k, l, (Mrbar, M)), Rule(B, family, k, l, (MT, Mr)),
-                    ]  # fmt: skip
+                        Rule(M, family, k, l, (Mr, B)),
+                        Rule(M, family, k, l, (A, Mr)),
+                        Rule(MT, family, k, l, (B, Mrbar)),
+                        Rule(MT, family, k, l, (Mrbar, A)),
+                        Rule(A, family, k, l, (Mr, MT)),
+                        Rule(A, family, k, l, (M, Mrbar)),
+                        Rule(B, family, k, l, (Mrbar, M)),
+                        Rule(B, family, k, l, (MT, Mr)),
+                    ]
         return out
 
     def required_words(self, model):
@@ -115,7 +142,10 @@ class Untied(ModelKind):
             out += [(f"A{k}", f"t^A_{k} (D_{k} in beta)"), (f"B{k}", f"t^B_{k} (D_{k} in beta)")]
             out += [(f"M{k}", f"mu(M_{k}) (trace-conserving beta')")]
         for k, l in pairs:
-            out += [(f"M{k} M{l}^T", f"q1_{k}{l} (Phi depends on it)"), (f"M{k} M{l}", f"q2_{k}{l} (Phi depends on it)")]
+            out += [
+                (f"M{k} M{l}^T", f"q1_{k}{l} (Phi depends on it)"),
+                (f"M{k} M{l}", f"q2_{k}{l} (Phi depends on it)"),
+            ]
         for k in model.trainable:
             for l in range(1, K + 1):
                 for Ml in (f"M{l}", f"M{l}^T"):
@@ -168,6 +198,12 @@ class Untied(ModelKind):
             out[k - 1] = (decay * U - lr * grad_U, decay * V - lr * grad_V)
         return out
 
+    def noise_increments(self, model, factors, H):
+        return [
+            (-H[k - 1] @ V, -H[k - 1].T @ U) if k in model.trainable else (np.zeros_like(U), np.zeros_like(V))
+            for k, (U, V) in enumerate(factors, start=1)
+        ]
+
     def means(self, factors):
         return np.array([np.sum(U * V) / np.sqrt(len(U)) for U, V in factors])
 
@@ -186,8 +222,9 @@ class Untied(ModelKind):
 
     def file_factor(self, arrays, path):
         if arrays["U"].shape != arrays["V"].shape:
-            raise ModelError(f"{path}: U and V must have the same shape, got {arrays['U'].shape} and "
-                             f"{arrays['V'].shape}")  # fmt: skip
+            raise ModelError(
+                f"{path}: U and V must have the same shape, got {arrays['U'].shape} and {arrays['V'].shape}"
+            )
         return arrays["U"], arrays["V"]
 
     def law_factor(self, spec, n, rng, gaussian):
@@ -198,18 +235,28 @@ class Untied(ModelKind):
     # ---- d = ∞ laws ---------------------------------------------------------------------------------
     def _gaussian_letter_factors(self, k):
         U, V = ("U", k), ("V", k)
-        return {"M": (1.0, ((U, False), (V, True))), "M^T": (1.0, ((V, False), (U, True))),
-                "A": (1.0, ((U, False), (U, True))), "B": (1.0, ((V, False), (V, True)))}  # fmt: skip
+        return {
+            "M": (1.0, ((U, False), (V, True))),
+            "M^T": (1.0, ((V, False), (U, True))),
+            "A": (1.0, ((U, False), (U, True))),
+            "B": (1.0, ((V, False), (V, True))),
+        }
 
     def matrix_laws(self, k, spec):
-        return {("U", k): (spec.scale_U**2, spec.width_ratio, False),
-                ("V", k): (spec.scale_V**2, spec.width_ratio, False)}  # fmt: skip
+        return {
+            ("U", k): (spec.scale_U**2, spec.width_ratio, False),
+            ("V", k): (spec.scale_V**2, spec.width_ratio, False),
+        }
 
     # ---- quadrature states --------------------------------------------------------------------
     def driving_letters(self, model):
         """Every letter of a trainable index; of a fixed one M_l, M_lᵀ (its A_l, B_l never enter)."""
-        return [c for k in range(1, model.K + 1) for c in self.letter_codes(k)
-                if k in model.trainable or self.letter_kinds[c % 4] in ("M", "M^T")]  # fmt: skip
+        return [
+            c
+            for k in range(1, model.K + 1)
+            for c in self.letter_codes(k)
+            if k in model.trainable or self.letter_kinds[c % 4] in ("M", "M^T")
+        ]
 
     def representation_component(self, k, spec, n, exact_oracle, generators, tol):
         codes = self.letter_codes(k)
@@ -242,9 +289,11 @@ def shift_to_mean(U, V, mean):
     roots = np.roots([current, spread, current - target])
     real = roots[np.abs(roots.imag) < 1e-12 * max(1.0, np.abs(roots).max())].real
     if not real.size:
-        raise ModelError(f"cannot shift untied factors to mean {mean}: Tr(M)/√d can reach "
-                         f"{(current - spread**2 / (4 * current)) / np.sqrt(d):.3g} at most; lower |mean| or "
-                         "raise the scales")  # fmt: skip
+        raise ModelError(
+            f"cannot shift untied factors to mean {mean}: Tr(M)/√d can reach "
+            f"{(current - spread**2 / (4 * current)) / np.sqrt(d):.3g} at most; lower |mean| or "
+            "raise the scales"
+        )
     epsilon = real[np.argmin(np.abs(real))]
     return U + epsilon * V, V + epsilon * U
 

@@ -31,8 +31,17 @@ from .matrices import initial_factors, letter_matrices, trace_moments
 from .models import Batch, Model
 from .words import canonical, parse
 
-__all__ = ["SimulationResult", "SGDRun", "sgd", "matrix_flow", "simulate_config", "steps_for", "loss_gradient",
-           "initial_factors"]  # fmt: skip
+__all__ = [
+    "SimulationResult",
+    "SGDRun",
+    "sgd",
+    "matrix_flow",
+    "simulate_config",
+    "mean_increments",
+    "steps_for",
+    "loss_gradient",
+    "initial_factors",
+]
 
 
 @dataclass
@@ -62,8 +71,11 @@ def steps_for(model, times, d, lr):
 def loss_gradient(loss):
     """∂ℓ/∂G at a batch of pre-activations, compiled once per loss (cached on disk): G of shape
     (B, L, L, K) → an array of the same shape."""
-    kernel = compile_pointwise(lambda: [sympy.diff(loss.expr, v) for v in loss.variables], loss.variables,
-                               key="gradient|" + sympy.srepr(loss.expr))  # fmt: skip
+    kernel = compile_pointwise(
+        lambda: [sympy.diff(loss.expr, v) for v in loss.variables],
+        loss.variables,
+        key="gradient|" + sympy.srepr(loss.expr),
+    )
     shape = (loss.L, loss.L, loss.K)
 
     def gradient(G):
@@ -99,8 +111,9 @@ class SGDRun:
         return Z if self.L == 1 and self.C[0, 0] == 1.0 else np.einsum("ij,bjd->bid", self.C_root, Z)
 
     def step(self):
-        moved = self.family.sgd_step(self.model, self.factors, Batch(self.tokens(), self.gradient, self.C), self.lr,
-                                     self.gamma)  # fmt: skip
+        moved = self.family.sgd_step(
+            self.model, self.factors, Batch(self.tokens(), self.gradient, self.C), self.lr, self.gamma
+        )
         if moved is None:
             return False
         self.factors = moved
@@ -110,8 +123,23 @@ class SGDRun:
         return self.family.means(self.factors)
 
 
-def sgd(model, loss, inits, *, d, lr, batch, times, words, gamma=0.0, C=None, seed=0, factors=None, progress=None,
-        fast_times=None):
+def sgd(
+    model,
+    loss,
+    inits,
+    *,
+    d,
+    lr,
+    batch,
+    times,
+    words,
+    gamma=0.0,
+    C=None,
+    seed=0,
+    factors=None,
+    progress=None,
+    fast_times=None,
+):
     """Run online SGD and measure ``words`` at the theory ``times``.
 
     Parameters
@@ -153,9 +181,11 @@ def sgd(model, loss, inits, *, d, lr, batch, times, words, gamma=0.0, C=None, se
     per_time = model.family.steps_per_time(d, lr)
 
     def diverged(at):
-        return "diverged", (f"diverged at step {at}, {model.family.time_symbol} = {at / per_time:.6g}: the SGD state "
-                            f"became non-finite; lower the learning rate (η = {lr:g}, ηd/B = {lr * d / batch:.3g}) "
-                            f"or the weight decay (γ = {gamma:g})")  # fmt: skip
+        return "diverged", (
+            f"diverged at step {at}, {model.family.time_symbol} = {at / per_time:.6g}: the SGD state "
+            f"became non-finite; lower the learning rate (η = {lr:g}, ηd/B = {lr * d / batch:.3g}) "
+            f"or the weight decay (γ = {gamma:g})"
+        )
 
     for target in sorted(set(schedule) | set(fast)):
         while step < target and status == "ok":
@@ -182,16 +212,48 @@ def sgd(model, loss, inits, *, d, lr, batch, times, words, gamma=0.0, C=None, se
         print(file=sys.stderr)
     kept = len(values)
     series = {w: np.array(v) for w, v in zip(texts, np.array(values).reshape(kept, len(texts)).T)}
-    info = {"seconds": time.perf_counter() - start, "lr": lr, "batch": batch, "seed": seed, "steps_total": step,
-            "status": status, "message": message}  # fmt: skip
+    info = {
+        "seconds": time.perf_counter() - start,
+        "lr": lr,
+        "batch": batch,
+        "seed": seed,
+        "steps_total": step,
+        "status": status,
+        "message": message,
+    }
     if fast:
         info.update(fast_t=np.asarray(fast_times, float)[: len(fast_m)], fast_m=np.array(fast_m))
-    return SimulationResult(np.asarray(times, float)[:kept], series, d, schedule[:kept],
-                            None if model.family.centred else np.array(means), info)  # fmt: skip
+    return SimulationResult(
+        np.asarray(times, float)[:kept],
+        series,
+        d,
+        schedule[:kept],
+        None if model.family.centred else np.array(means),
+        info,
+    )
+
+
+def mean_increments(model, loss, factors, *, lr, batch, words, steps, gamma=0.0, C=None, seed=0):
+    """The mean one-step change of each word's normalised trace, per unit of the kind's time axis,
+    over ``steps`` independent SGD steps from the same ``factors`` (fresh minibatches, ``seed``);
+    returns (mean, standard error), arrays over ``words``. Uses only the loss and the sampler: the
+    independent side of the drift check of `momentgen.verification`."""
+    texts, codes = _word_codes(model.kind, model.K, words)
+    run = SGDRun(model, loss, C, factors, lr, batch, gamma, np.random.default_rng(seed))
+    start, base = run.factors, trace_moments(codes, letter_matrices(model.kind, factors))
+    per_time = model.family.steps_per_time(run.d, lr)
+    increments = np.empty((steps, len(codes)))
+    for i in range(steps):
+        run.factors = start
+        if not run.step():
+            raise FloatingPointError(f"an SGD step from the given state met a non-finite number (η = {lr:g})")
+        increments[i] = (trace_moments(codes, letter_matrices(model.kind, run.factors)) - base) * per_time
+    return increments.mean(0), increments.std(0, ddof=1) / np.sqrt(steps)
 
 
 def matrix_flow(model, factors, source, *, times, words, rtol=1e-9, atol=1e-11):
-    """Integrate the population gradient flow of finite-d factors; measure ``words`` at ``times``.
+    """Integrate the population gradient flow of finite-d factors; measure ``words`` at ``times``
+    (on the kind's axis, ``model.time_scale``: tied t = 4nη/d, others τ = nη/d).
 
     ``source`` supplies the coefficients from the matrices' own order parameters (see
     `momentgen.flow`; the theory's is `momentgen.truncation.CoefficientSource`, which for a kind with
@@ -202,8 +264,9 @@ def matrix_flow(model, factors, source, *, times, words, rtol=1e-9, atol=1e-11):
     texts, codes = _word_codes(model.kind, model.K, words)
     run = run_flow(model, factors, source, times=times, codes=codes, texts=texts, rtol=rtol, atol=atol)
     d = model.family.dimension(factors[0])
-    return SimulationResult(run.t, run.series, d, info={"nfev": run.info["nfev"], "status": run.status,
-                                                        "message": run.message})  # fmt: skip
+    return SimulationResult(
+        run.t, run.series, d, info={"nfev": run.info["nfev"], "status": run.status, "message": run.message}
+    )
 
 
 def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41):
@@ -221,24 +284,48 @@ def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41):
     words = config.reported_words()
     with_means = not config.model.family.centred
     fast_times = np.linspace(0.0, integrate["fast_T"], fast_points) if with_means else None
-    runs = [sgd(config.model, config.loss(), config.inits(), d=d, lr=sgd_table["lr"], batch=sgd_table["batch"],
-                times=times, words=words, gamma=config.section("model")["gamma"], C=config.section("model")["C"],
-                seed=seed, progress=progress, fast_times=fast_times) for seed in seeds]  # fmt: skip
+    runs = [
+        sgd(
+            config.model,
+            config.loss(),
+            config.inits(),
+            d=d,
+            lr=sgd_table["lr"],
+            batch=sgd_table["batch"],
+            times=times,
+            words=words,
+            gamma=config.section("model")["gamma"],
+            C=config.section("model")["C"],
+            seed=seed,
+            progress=progress,
+            fast_times=fast_times,
+        )
+        for seed in seeds
+    ]
     reached = min(len(r.t) for r in runs)
     stack = {w: np.array([r.series[w][:reached] for r in runs]) for w in runs[0].series}
     failed = [r for r in runs if r.info["status"] != "ok"]
     out = {
-        "model": config.model.kind, "time_scale": config.model.time_scale, "t": times[:reached].tolist(),
+        "model": config.model.kind,
+        "time_scale": config.model.time_scale,
+        "t": times[:reached].tolist(),
         "series": {w: v.mean(axis=0).tolist() for w, v in stack.items()},
         "spread": {w: v.std(axis=0).tolist() for w, v in stack.items()},
-        "steps": runs[0].steps[:reached].tolist(), "d": d, "lr": sgd_table["lr"], "batch": sgd_table["batch"],
-        "seeds": list(seeds), "seconds": sum(r.info["seconds"] for r in runs), "config_hash": config.digest,
+        "steps": runs[0].steps[:reached].tolist(),
+        "d": d,
+        "lr": sgd_table["lr"],
+        "batch": sgd_table["batch"],
+        "seeds": list(seeds),
+        "seconds": sum(r.info["seconds"] for r in runs),
+        "config_hash": config.digest,
         "status": "diverged" if failed else "ok",
         "message": f"seed {failed[0].info['seed']}: {failed[0].info['message']}" if failed else "reached the horizon",
-    }  # fmt: skip
+    }
     if fast_times is not None:
         reached_fast = min(len(r.info["fast_m"]) for r in runs)
-        out["fast"] = {"t": fast_times[:reached_fast].tolist(),
-                       "m": np.mean([r.info["fast_m"][:reached_fast] for r in runs], axis=0).tolist(),
-                       "time_scale": "t = n eta"}  # fmt: skip
+        out["fast"] = {
+            "t": fast_times[:reached_fast].tolist(),
+            "m": np.mean([r.info["fast_m"][:reached_fast] for r in runs], axis=0).tolist(),
+            "time_scale": "t = n eta",
+        }
     return out

@@ -1,0 +1,329 @@
+"""Theory vs finite-d references: the table and figure users put in their papers.
+
+`compare` runs, for one configuration, the truncated hierarchy at each degree (with its
+``valid_until``), online SGD at each d (mean and spread over seeds) and the deterministic
+matrix flow at each d (from the matrices of the first seed), all on the model's time axis,
+and reports sup-errors per observable: theory(M) vs SGD, theory(M) vs flow, flow vs SGD
+(over the whole horizon and inside each degree's validity window).
+
+Every run is an independent task. `run_tasks` executes them with joblib — processes on
+this machine, or, unchanged, a Dask distributed cluster when a scheduler address is given.
+"""
+
+import pathlib
+import time
+
+import joblib
+import numpy as np
+from matplotlib.figure import Figure
+
+from .closures import CLOSURES, solve_with_closure
+from .config import parse_config
+from .files import provenance, save_figure, write_csv, write_json
+from .matrices import initial_factors
+from .problem import Problem
+from .reference import matrix_flow, simulate_config
+from .words import parse
+
+__all__ = ["compare", "run_tasks", "theory_task", "sgd_task", "flow_task"]
+
+
+def run_tasks(tasks, n_jobs=None, scheduler=None):
+    """Results of ``[function(*args) for function, args in tasks]``, in order.
+
+    ``scheduler``: address of a Dask distributed scheduler (``tcp://host:port``); the
+    same joblib code then runs on the cluster's workers.
+    """
+    jobs = [joblib.delayed(function)(*args) for function, args in tasks]
+    if scheduler is None:
+        return joblib.Parallel(n_jobs=n_jobs or min(2, len(jobs)), backend="loky")(jobs)
+    from dask.distributed import Client  # noqa: PLC0415 - optional: pip install momentgen[dask]
+
+    with Client(scheduler):
+        with joblib.parallel_config(backend="dask"):
+            return joblib.Parallel()(jobs)
+
+
+def theory_task(config_raw, source, closure, degree, d=None, seed=None, kappa=None):
+    """One theory run (a task): the closure at ``degree``, from the d = ∞ law or — with ``d`` — from the
+    matrices the SGD run of ``seed`` starts from; ``kappa``: κ of the finite-learning-rate term (default
+    `Config.kappa`). Returns the `Result`'s JSON."""
+    config = parse_config(config_raw, source)
+    factors = None if d is None else initial_factors(config.model, config.inits(), d, seed)
+    return solve_with_closure(config, closure, degree, factors=factors, kappa=kappa).to_json()
+
+
+def sgd_task(config_raw, source, d, seed):
+    """One SGD run (a task): `momentgen.reference.simulate_config` at ``d`` with one ``seed``."""
+    return simulate_config(parse_config(config_raw, source), d=d, seeds=[seed], progress=False)
+
+
+def flow_task(config_raw, source, d, seed):
+    """The finite-d matrix flow (a task) of the matrices the SGD run of ``seed`` starts from, with the
+    theory's coefficients from their own order parameters."""
+    config = parse_config(config_raw, source)
+    factors = initial_factors(config.model, config.inits(), d, seed)
+    problem = Problem.from_config(config, factors)
+    start = time.perf_counter()
+    result = matrix_flow(
+        config.model, factors, problem.source(config.initial_means()), times=problem.times, words=problem.words
+    )
+    return {
+        "t": result.t.tolist(),
+        "series": {w: v.tolist() for w, v in result.series.items()},
+        "d": d,
+        "seconds": time.perf_counter() - start,
+        "status": result.info["status"],
+    }
+
+
+def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, closures=("zero",), theory_init="infinite"):
+    """Run theory, SGD and matrix flow; write ``out/compare.json`` and ``out/compare.png``.
+
+    ``closures``: "zero" gives one theory curve per degree, "quadrature" one more (order
+    from ``[truncation] degree``), "matrix-model" one more (size from ``[truncation] size``);
+    the last two are drawn with their error-estimate bands. ``theory_init``: "infinite" starts the theory from the d = ∞
+    initial moments; "finite" starts each zero-closure degree and the quadrature closure from
+    the moments of the matrices the first seed's SGD run uses at each d (MATH.md §7), one
+    curve per (M, d); the matrix-model closure always starts from the d = ∞ law. With ``[integrate]
+    finite_lr`` every theory curve is drawn twice: the ηd/B → 0 hierarchy (κ = 0) and the one with the
+    finite-learning-rate term at the SGD runs' own κ = lr·d/batch for each d (one curve per d).
+    Returns the JSON-ready dict: ``theory`` {label: solve output}, ``sgd`` {d: mean,
+    spread}, ``flow`` {d: series}, ``table``: rows (observable, comparison, theory label,
+    degree, d, sup error over [0, T], sup error on [0, valid_until]).
+    """
+    raw, source = config.raw, config.source
+    unknown = sorted(set(closures) - set(CLOSURES))
+    if unknown or theory_init not in ("infinite", "finite"):
+        raise ValueError(
+            f"closures must be among {', '.join(CLOSURES)} (got {unknown}); "
+            f"theory_init must be 'infinite' or 'finite' (got {theory_init!r})"
+        )
+    starts = dims if theory_init == "finite" else (None,)
+    specs = [("zero", M, d) for M in degrees for d in starts] if "zero" in closures else []
+    specs += [("quadrature", None, d) for d in starts] if "quadrature" in closures else []
+    specs += [("matrix-model", None, None)] if "matrix-model" in closures else []  # from the d = ∞ law only
+    specs = _with_kappa(config, specs, dims)
+    labels = [_theory_label(config, closure, M, d, kappa) for closure, M, d, kappa in specs]
+    tasks = [(theory_task, (raw, source, closure, M, d, seeds[0], kappa)) for closure, M, d, kappa in specs]
+    tasks += [(sgd_task, (raw, source, d, s)) for d in dims for s in seeds]
+    tasks += [(flow_task, (raw, source, d, seeds[0])) for d in dims]
+    start = time.perf_counter()
+    results = run_tasks(tasks, n_jobs=n_jobs, scheduler=scheduler)
+    theory = dict(zip(labels, results[: len(specs)]))
+    for label, (_, _, d, kappa) in zip(labels, specs):
+        theory[label]["start_d"] = d  # None: started from the d = ∞ moments
+        theory[label]["kappa_d"] = _kappa_dimension(config, d, kappa)  # the d whose κ it carries
+    sgd_runs = results[len(specs) : len(specs) + len(dims) * len(seeds)]
+    flows = dict(zip(dims, results[len(specs) + len(dims) * len(seeds) :]))
+    sgd = {}
+    for i, d in enumerate(dims):
+        runs = sgd_runs[i * len(seeds) : (i + 1) * len(seeds)]
+        reached = min(len(r["t"]) for r in runs)  # a diverged seed stops early (its status says where)
+        stack = {w: np.array([r["series"][w][:reached] for r in runs]) for w in runs[0]["series"]}
+        sgd[d] = {
+            "t": runs[0]["t"][:reached],
+            "mean": {w: v.mean(0).tolist() for w, v in stack.items()},
+            "spread": {w: v.std(0).tolist() for w, v in stack.items()},
+            "steps": runs[0]["steps"][:reached],
+            "seconds": sum(r["seconds"] for r in runs),
+            "status": next((r["status"] for r in runs if r["status"] != "ok"), "ok"),
+            "message": next((r["message"] for r in runs if r["status"] != "ok"), "reached the horizon"),
+        }
+        if "fast" in runs[0]:
+            sgd[d]["fast"] = {"t": runs[0]["fast"]["t"], "m": np.mean([r["fast"]["m"] for r in runs], 0).tolist()}
+    words = [
+        w
+        for w in theory[labels[0]]["series"]  # observables that can move: they hold a trainable letter
+        if all(w in s["mean"] for s in sgd.values()) and _moves(config.model, w)
+    ]
+    table = _table(theory, sgd, flows, words)
+    data = {
+        "model": config.model.kind,
+        "time_scale": config.model.time_scale,
+        "theory_labels": labels,
+        "theory_init": theory_init,
+        "d": list(dims),
+        "seeds": list(seeds),
+        "observables": words,
+        "theory": theory,
+        "sgd": sgd,
+        "flow": flows,
+        "table": table,
+        "seconds": time.perf_counter() - start,
+        "config_hash": config.digest,
+        "lr": config.section("sgd")["lr"],
+        "batch": config.section("sgd")["batch"],
+    }
+    data["provenance"] = provenance(config)
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "compare.json", data)
+    write_csv(out / "compare.csv", list(table[0]) if table else [], ([row[k] for k in row] for row in table))
+    _figure(data, out / "compare.png")
+    return data
+
+
+def _with_kappa(config, specs, dims):
+    """(closure, M, d, κ) for every spec: κ = 0 only, or — with ``finite_lr`` — also each SGD run's own
+    κ = lr·d/batch (for a theory started from d's matrices, that d's; the quadrature closure cannot
+    carry the term)."""
+    if not config.kappa:
+        return [(*spec, 0.0) for spec in specs]
+    sgd = config.section("sgd")
+    out = []
+    for closure, M, d in specs:
+        out.append((closure, M, d, 0.0))
+        if closure == "quadrature" and not config.model.family.closed:
+            continue
+        for dim in dims if d is None else (d,):
+            out.append((closure, M, d, sgd["lr"] * dim / sgd["batch"]))
+    return out
+
+
+def _kappa_dimension(config, d, kappa):
+    """The d whose SGD run's κ a theory curve carries (None for κ = 0)."""
+    if not kappa:
+        return None
+    sgd = config.section("sgd")
+    return d if d is not None else int(round(kappa * sgd["batch"] / sgd["lr"]))
+
+
+def _theory_label(config, closure, degree, d, kappa=0.0):
+    truncation = config.section("truncation")
+    rate = f", κ={kappa:.3g}" if kappa else ""
+    if closure == "zero":
+        return f"M={degree}" + (f" from d={d}" if d else "") + rate
+    if closure == "quadrature":
+        return f"quadrature n={(truncation['degree'] - 1) // 2}" + (f" from d={d}" if d else "") + rate
+    return f"matrix-model n={truncation['size']}" + rate
+
+
+def _moves(model, word):
+    return any(model.alphabet.index(c) in model.trainable for c in parse(word, model.kind, model.K))
+
+
+def _sup(a, b, t, until=None):
+    a, b, t = np.asarray(a), np.asarray(b), np.asarray(t)
+    n = min(len(a), len(b))
+    keep = np.ones(n, bool) if until is None else t[:n] <= until + 1e-12
+    return float(np.max(np.abs(a[:n] - b[:n])[keep])) if keep.any() else float("nan")
+
+
+def _table(theory, sgd, flows, words):
+    rows = []
+    for w in words:
+        for name, th in theory.items():
+            for d in sgd:
+                if th["start_d"] not in (None, d):  # a theory started from d's matrices is compared at that d
+                    continue
+                if th.get("kappa_d") not in (None, d):  # a theory with d's κ is compared with d's SGD run
+                    continue
+                for label, ref in (("theory-sgd", sgd[d]["mean"][w]), ("theory-flow", flows[d]["series"][w])):
+                    rows.append(
+                        {
+                            "observable": w,
+                            "comparison": label,
+                            "theory": name,
+                            "kappa": th.get("kappa", 0.0),
+                            "degree": th["degree"],
+                            "d": d,
+                            "sup_error": _sup(th["series"][w], ref, th["t"]),
+                            "sup_error_valid": _sup(th["series"][w], ref, th["t"], th["valid_until"]),
+                            "valid_until": th["valid_until"],
+                        }
+                    )
+        for d in sgd:
+            rows.append(
+                {
+                    "observable": w,
+                    "comparison": "flow-sgd",
+                    "theory": None,
+                    "kappa": None,
+                    "degree": None,
+                    "d": d,
+                    "sup_error": _sup(flows[d]["series"][w], sgd[d]["mean"][w], flows[d]["t"]),
+                    "sup_error_valid": None,
+                    "valid_until": None,
+                }
+            )
+    return rows
+
+
+def _figure(data, path):
+    """One panel per observable (at most 4): theory curves solid inside the window they vouch for
+    (shaded beyond), dotted past it, with their estimate bands; SGD mean ± sd and the matrix flow
+    in one marker/line style per d; the legend outside; saved as PNG, SVG and PDF."""
+    words = data["observables"][:4]
+    fast = any("fast" in s for s in data["sgd"].values())
+    n = len(words) + (1 if fast else 0)
+    fig = Figure(figsize=(4.2 * n + 2.6, 3.9))
+    axes = np.atleast_2d(fig.subplots(1, n, squeeze=False))
+    markers = dict(zip(data["d"], "osD^v<>"))
+    for ax, w in zip(axes[0], words):
+        windows = [_theory_curve(ax, name, th, w) for name, th in data["theory"].items()]
+        horizon = max(max(th["t"]) for th in data["theory"].values())
+        if windows and max(windows) < horizon:  # no theory curve vouches for this part
+            ax.axvspan(max(windows), horizon, color="0.92", zorder=0, lw=0, label="beyond every window")
+        for d, run in data["sgd"].items():
+            t, mean, spread = np.array(run["t"]), np.array(run["mean"][w]), np.array(run["spread"][w])
+            ax.errorbar(t, mean, yerr=spread, fmt=markers[d], ms=3, color="k", mfc="none", lw=0.6,
+                        label=f"SGD d={d} (±1 sd)")  # fmt: skip
+        for d, flow in data["flow"].items():
+            ax.plot(flow["t"], flow["series"][w], "--", color="0.4", lw=1, marker=markers[d], markevery=5, ms=3,
+                    mfc="none", label=f"matrix flow d={d}")  # fmt: skip
+        low, high = _limits(data, w)
+        ax.set(xlabel=data["time_scale"], ylabel=f"μ({w})", ylim=(low, high))
+    if fast:
+        _fast_panel(axes[0][-1], data)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center right", fontsize=7, frameon=False)
+    start = "each d's SGD matrices" if data["theory_init"] == "finite" else "the d = ∞ law"
+    dims = ", ".join(map(str, data["d"]))
+    fig.suptitle(
+        f"{data['model']}: η = {data['lr']:g}, B = {data['batch']}, d = {dims}, {len(data['seeds'])} seed(s); "
+        f"theory from {start}",
+        fontsize=9,
+    )
+    fig.tight_layout(rect=(0, 0, 1 - 2.5 / (4.2 * n + 2.6), 0.95))
+    for suffix in (".png", ".svg", ".pdf"):
+        save_figure(fig, pathlib.Path(path).with_suffix(suffix), dpi=110)
+
+
+def _theory_curve(ax, name, th, w):
+    t, y = np.array(th["t"]), np.array(th["series"][w])
+    reached = th["status"] in ("ok", "unverified")
+    until = th["valid_until"] if th["closure"] == "zero" or not reached else t[-1]
+    inside = t <= until + 1e-12
+    (line,) = ax.plot(t[inside], y[inside], lw=1.6, label=f"{name} ({th['status']})")
+    ax.plot(t[~inside], y[~inside], ls=":", color=line.get_color(), lw=1)
+    if (~inside).any():  # where this curve stops vouching
+        ax.axvline(max(until, t[0]), color=line.get_color(), ls=":", lw=0.8)
+    return until
+    if "error_series" in th and th["error_series"].get("estimate") is not None:  # the closure's own estimate
+        band = np.array(th["error_series"]["estimate"]) * np.maximum(1.0, np.abs(y))
+        ax.fill_between(t, y - band, y + band, color=line.get_color(), alpha=0.2, lw=0)
+
+
+def _fast_panel(ax, data):
+    for d, run in data["sgd"].items():
+        if "fast" in run:
+            ax.plot(run["fast"]["t"], np.array(run["fast"]["m"])[:, 0], label=f"SGD m1, d={d}")
+    for th in data["theory"].values():
+        if "fast_t" in th:
+            ax.plot(th["fast_t"], np.array(th["fast_m"])[:, 0], "k--", label="fast ODE")
+            break
+    ax.set(title="untied fast phase", xlabel="t = n eta", ylabel="m1")
+    ax.legend(fontsize=7)
+
+
+def _limits(data, w):
+    """Every reference and every theory curve inside the window it vouches for (a blow-up past it
+    would squash the panel)."""
+    values = [v for run in data["sgd"].values() for v in run["mean"][w]]
+    values += [v for flow in data["flow"].values() for v in flow["series"][w]]
+    for th in data["theory"].values():
+        values += [v for t, v in zip(th["t"], th["series"][w]) if t <= max(th["valid_until"], 0.0) + 1e-12]
+    low, high = min(values), max(values)
+    pad = 0.25 * (high - low) + 1e-3 * max(1.0, abs(high))
+    return low - pad, high + pad

@@ -1,0 +1,117 @@
+"""The notebook API (`momentgen.api`), exports (CSV, provenance, LaTeX) and the small commands."""
+
+import json
+
+import numpy as np
+import pytest
+
+import momentgen as mg
+from momentgen.cli import main
+from momentgen.config import ConfigError
+
+SMALL = {
+    "model": {"kind": "tied", "K": 2, "trainable": [1]},
+    "loss": {"builtin": "mse", "activation": "h1"},
+    "init": {"1": {"kind": "gaussian"}, "2": {"kind": "identity", "c": 1.0}},
+    "truncation": {"degree": 9, "observables": ["S1", "S1 S1"], "closure": "quadrature"},
+    "integrate": {"T": 0.2, "points": 5},
+    "sgd": {"d": 60, "lr": 0.02, "batch": 64, "seeds": [0, 1]},
+}
+
+
+def test_load_config_takes_a_path_a_dict_an_example_name_and_overrides(tmp_path):
+    by_name = mg.load_config("fig4_linear", truncation={"degree": 6})
+    assert by_name.section("truncation")["degree"] == 6 and by_name.model.kind == "tied"
+    by_dict = mg.load_config(SMALL, model={"gamma": 0.1})
+    assert by_dict.section("model")["gamma"] == 0.1
+    assert mg.load_config(by_dict).digest == by_dict.digest
+    with pytest.raises(ConfigError, match="no shipped example"):
+        mg.load_config("fig9_nothing")
+    with pytest.raises(ConfigError, match="gamma"):
+        mg.load_config(SMALL, model={"gamma": float("nan")})
+
+
+def test_solve_returns_a_result_with_a_frame_and_a_plot():
+    """The frame holds the curves on t with the run's status; μ(S1) at t = 0 is the Wishart mean 1
+    and decreases towards the teacher's c·r = 1 … here from q11 = 2 (independent: MP moments)."""
+    res = mg.solve(SMALL)
+    frame = res.to_pandas()
+    assert list(frame.index) == pytest.approx(np.linspace(0, 0.2, 5)) and frame.index.name == "t"
+    assert frame["S1 S1"].iloc[0] == pytest.approx(2.0) and frame.attrs["status"] == "ok"
+    assert frame.attrs["time_scale"].startswith("t = 4 n eta / d")
+    ax = res.plot()
+    assert {line.get_label() for line in ax.get_lines()} >= {"μ(S1)", "μ(S1 S1)"}
+
+
+def test_simulate_returns_the_same_kind_of_result():
+    res = mg.simulate(SMALL, d=40, seeds=[0, 1], progress=False)
+    frame = res.to_pandas()
+    assert res.closure == "sgd" and res.extra["d"] == 40 and frame.shape[0] == 5
+    assert abs(frame["S1 S1"].iloc[0] - 2.0) < 0.3  # a d = 40 Wishart draw: 2 + O(1/√d)
+
+
+def test_sweep_runs_the_product_of_the_grid_in_parallel():
+    """Weight decay only lowers q11 (it adds −γ q11 to its derivative): the swept curves are ordered."""
+    runs = mg.sweep(SMALL, {"model.gamma": [0.0, 0.5], "integrate.T": [0.1, 0.2]}, n_jobs=2)
+    assert [p for p, _ in runs] == [
+        {"model.gamma": g, "integrate.T": T} for g in (0.0, 0.5) for T in (0.1, 0.2)
+    ]  # fmt: skip
+    final = {(p["model.gamma"], p["integrate.T"]): r.series["S1 S1"][-1] for p, r in runs}
+    assert final[(0.5, 0.2)] < final[(0.0, 0.2)] and final[(0.5, 0.1)] < final[(0.0, 0.1)]
+    frame = runs.to_pandas()
+    assert frame.index.names == ["model.gamma", "integrate.T", "t"] and len(frame) == 20
+    with pytest.raises(ConfigError, match="no key"):
+        mg.sweep(SMALL, {"model.gama": [0.0]})
+
+
+def test_sweep_runs_on_a_dask_cluster():
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        remote = mg.sweep(SMALL, {"model.gamma": [0.0, 0.5]}, scheduler=cluster.scheduler_address)
+    local = mg.sweep(SMALL, {"model.gamma": [0.0, 0.5]}, n_jobs=1)
+    for (_, a), (_, b) in zip(remote, local):
+        assert np.array_equal(a.series["S1 S1"], b.series["S1 S1"])
+
+
+def test_solve_writes_csv_and_provenance(tmp_path):
+    from .test_compare import write_config
+
+    path, out = write_config(tmp_path, SMALL), tmp_path / "run.json"
+    assert main(["solve", str(path), "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["provenance"]["momentgen"] == mg.__version__
+    assert data["provenance"]["config"]["hash"] == mg.load_config(path).digest
+    rows = (tmp_path / "run.csv").read_text().splitlines()
+    assert rows[0].split(",")[:2] == ["t", "S1"] and len(rows) == 6
+
+
+def test_latex_prints_the_tied_equations_of_the_spec():
+    """dμ(S1)/dt for the tied model is −2Γ11 μ(S1 S1) − 2Γ12 μ(S1 S2) − (γ/2) μ(S1) (the flow
+    dS1/dt = −Σ_l Γ1l (S1 S_l + S_l S1) − (γ/2) S1, traced by hand)."""
+    program = mg.build(mg.Model("tied", 2, [1]), 4, ["S1"])
+    line = program.to_latex(["S1"]).splitlines()[2]
+    assert line == (
+        r"\dot\mu_{S_{1}} &= \Gamma_{11}\left(-2\,\mu_{S_{1} S_{1}}\right) + "
+        r"\Gamma_{12}\left(-2\,\mu_{S_{1} S_{2}}\right) + \gamma\left(-0.5\,\mu_{S_{1}}\right) \\"
+    )
+
+
+def test_version_and_cache_commands(tmp_path, monkeypatch, capsys):
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert mg.__version__ in capsys.readouterr().out
+    monkeypatch.setenv("MOMENTGEN_CACHE", str(tmp_path / "cache"))
+    mg.solve(SMALL, loss={"builtin": "mse", "activation": "tanh"}, truncation={"degree": 5})  # compiles kernels
+    assert main(["cache", "info"]) == 0 and "files" in capsys.readouterr().out
+    assert main(["cache", "clear"]) == 0
+    assert not list((tmp_path / "cache" / "kernels").glob("*.py"))
+
+
+def test_import_does_not_load_sympy_numba_or_matplotlib():
+    import subprocess
+    import sys
+
+    code = "import momentgen, sys; print(sorted(m for m in ('sympy', 'numba', 'matplotlib') if m in sys.modules))"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    )
