@@ -50,6 +50,7 @@ examples: install
 	$(BIN)/python examples/fig3_untied.py --out out/examples --d 200
 	$(BIN)/python examples/weak_recovery.py --out out/examples
 	$(BIN)/python examples/finite_lr.py --out out/examples
+	$(BIN)/python examples/multihead.py --out out/examples
 
 demo: install
 	$(BIN)/momentgen generate-truncation examples/configs/fig4_linear.toml --out out/demo/fig4_linear.py

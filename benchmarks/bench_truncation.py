@@ -1,6 +1,6 @@
 """Benchmark: the compiled vector field, generated-module import, and a fig. 1 solve.
 
-1. rhs kernel time per nonzero vs a scipy CSR mat-vec with the same nnz (same run; budget 2×),
+1. rhs kernel time per nonzero vs a scipy CSR mat-vec with the same nnz (same run; budget 1.5×),
    on the tied K = 2 program with all words to M = 20 (58 218 words) and a small one.
 2. Generated module import: cold (empty numba and kernel caches, in a fresh process) and warm
    (second process), for a ~100-word and a ~58 000-word system (budgets 10 s and 0.5 s).
@@ -40,8 +40,8 @@ def kernel_vs_csr():
         n, nnz = len(program.words), program.nnz
         rng = np.random.default_rng(0)
         y, c = rng.standard_normal(n), rng.standard_normal(len(program.symbols))
-        weight = program.multiplicity.astype(float)
-        symbol, target = program.symbol.astype(np.int16), program.target.astype(np.int32)  # as Truncation stores them
+        weight = program.multiplicity.astype(np.uint8)  # as Truncation stores it (factors folded into c)
+        symbol, target = program.symbol.astype(np.uint16), program.target.astype(np.uint32)  # as Truncation stores them
         out = np.empty(n)
         apply_program(program.indptr, symbol, target, weight, NO_NOISE, c, y, out)
         matrix = scipy.sparse.csr_matrix((c[program.symbol] * weight, program.target, program.indptr), shape=(n, n))
@@ -51,10 +51,10 @@ def kernel_vs_csr():
             )
         )
         t_csr = best(lambda m=matrix, y=y: m @ y)
-        verdict = "ok" if t_kernel <= 2 * t_csr else "OVER"
+        verdict = "ok" if t_kernel <= 1.5 * t_csr else "OVER"
         print(
             f"   M={degree:2d}: {n:6d} words, {nnz:7d} nnz: kernel {t_kernel / nnz * 1e9:6.2f} ns/nnz, "
-            f"CSR {t_csr / nnz * 1e9:6.2f} ns/nnz, ratio {t_kernel / t_csr:4.2f} (budget 2): {verdict}"
+            f"CSR {t_csr / nnz * 1e9:6.2f} ns/nnz, ratio {t_kernel / t_csr:4.2f} (budget 1.5): {verdict}"
         )
 
 

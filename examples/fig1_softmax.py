@@ -28,6 +28,7 @@ from matplotlib.figure import Figure
 from momentgen.closures import solve_with_closure
 from momentgen.comparison import compare
 from momentgen.config import load_config
+from momentgen.files import PAPER_FORMATS, save_figure
 
 CONFIG = pathlib.Path(__file__).with_name("configs") / "fig1_tied_softmax.toml"
 QUADRATURE_DEGREE = 13  # order n = 6
@@ -102,7 +103,7 @@ def learning_curve(out, T=20.0):
     ax.set(xlabel="t = 4nη/d", ylabel="p12 = q12 − t1 t2", title="fig. 1 setting, whole learning curve (d = ∞)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "fig1_learning_curve.png", dpi=110)
+    save_figure(fig, out / "fig1_learning_curve.png", formats=PAPER_FORMATS, dpi=110)
     for n, s in summary.items():
         print(
             f"learning curve, quadrature n={n}: {s['seconds']:.1f} s, p12(20) = {s['p12_end']:.4f}, "

@@ -26,6 +26,7 @@ from matplotlib.figure import Figure
 from momentgen.closures import solve_with_closure
 from momentgen.comparison import run_tasks, sgd_task
 from momentgen.config import load_config
+from momentgen.files import PAPER_FORMATS, save_figure
 from momentgen.hierarchy import build
 from momentgen.initial import empirical_moments
 from momentgen.integrate import solve
@@ -128,7 +129,7 @@ def direct_panel(d, sgd, dims=(100, 200, 400, 800), seeds=(0, 1, 2)):
 
 
 def plot(tied, direct, path):
-    fig = Figure(figsize=(14, 4))
+    fig = Figure(figsize=(14, 5))
     a, b, c = fig.subplots(1, 3)
     for i, (activation, p) in enumerate(tied.items()):
         color = f"C{i}"
@@ -144,7 +145,8 @@ def plot(tied, direct, path):
     a.plot([], [], "k:", label="zero closure M=10, valid part")
     a.set(title="tied S = WWᵀ: p12 escapes on the O(1) scale", xlabel="t = 4nη/d", ylabel="p12 = q12 − t1 t2")
     a.set_facecolor("0.93")
-    a.legend(fontsize=6)
+    # below the axes: inside, it covered the h2 escape
+    a.legend(fontsize=6, loc="upper left", bbox_to_anchor=(0.0, -0.18), ncol=2, frameon=False)
     b.plot(direct["theory_t"], direct["theory_overlap"], "k-", label=f"closed system, d={direct['sgd']['d']} start")
     b.plot(direct["sgd_t"], direct["sgd_overlap"], "C3o", ms=3, label=f"SGD d={direct['sgd']['d']}")
     b.set(
@@ -162,7 +164,7 @@ def plot(tied, direct, path):
     c.set(title=f"direct escape time (|overlap| > {THRESHOLD})", xlabel="ln d", ylabel="τ_escape")
     c.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, formats=PAPER_FORMATS, dpi=120)
 
 
 def main():

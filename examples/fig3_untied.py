@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from momentgen.closures import solve_with_closure
 from momentgen.comparison import run_tasks, sgd_task
 from momentgen.config import load_config
+from momentgen.files import PAPER_FORMATS, save_figure
 
 CONFIG = pathlib.Path(__file__).with_name("configs") / "fig3_untied_h1.toml"
 ACTIVATIONS = ("h1", "h2", "h3")
@@ -118,7 +119,7 @@ def figure(panels, d, path):
     ax.set(xlabel="τ = nη/d", ylabel="μ((M1+M1ᵀ)(M2+M2ᵀ))", title="untied, L = 1, MSE: weak recovery by activation")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, formats=PAPER_FORMATS, dpi=110)
 
 
 if __name__ == "__main__":

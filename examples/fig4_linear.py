@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 
 from momentgen.closures import solve_with_closure
 from momentgen.config import load_config
+from momentgen.files import PAPER_FORMATS, save_figure
 from momentgen.integrate import solve, validity_horizon
 from momentgen.oracles import solvable_tied_moments
 from momentgen.reference import simulate_config
@@ -140,7 +141,7 @@ def write(out, grid, exact, runs, table, long):
     third.set(xlabel="t = 4nη/d", ylabel="q11", title="past every degree's window: closures and SGD")
     third.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "fig4_linear.png", dpi=120)
+    save_figure(fig, out / "fig4_linear.png", formats=PAPER_FORMATS, dpi=120)
 
 
 def main():

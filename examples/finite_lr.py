@@ -7,7 +7,7 @@ the same initial matrices: online SGD, the paper's hierarchy at this d (the matr
 no closure) and the corrected one (the stochastic matrix model of the matrix-model closure, which
 carries the term over the whole curve, at the run's own κ), each averaged over seeds.
 
-Writes ``OUT/finite_lr.png`` (and ``.svg``), ``OUT/finite_lr.csv`` (the curves),
+Writes ``OUT/finite_lr.png`` (and ``.svg``, ``.pdf``), ``OUT/finite_lr.csv`` (the curves),
 ``OUT/finite_lr.json`` (sup-errors per observable, run times, provenance).
 Run: ``python examples/finite_lr.py --out out/examples`` (about 20 min on 2 cores, most of it fig. 1's
 stochastic matrix model, whose softmax noise moments cost ~50 ms an evaluation; ``--quick``:
@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 import momentgen
 from momentgen.comparison import run_tasks, sgd_task, theory_task
 from momentgen.config import load_config
-from momentgen.files import save_figure, write_json
+from momentgen.files import PAPER_FORMATS, save_figure, write_json
 
 CONFIGS = pathlib.Path(__file__).with_name("configs")
 CASES = {  # config, horizon, the observable drawn
@@ -117,8 +117,7 @@ def write(out, results, args):
             ax.set(title=f"{name}: μ({w}), κ = ηd/B = {kappa}", xlabel="t = 4nη/d")
         row[0].legend(fontsize=7)
     fig.tight_layout()
-    save_figure(fig, out / "finite_lr.png", dpi=120)
-    save_figure(fig, out / "finite_lr.svg")
+    save_figure(fig, out / "finite_lr.png", formats=PAPER_FORMATS, dpi=120)
 
 
 def main():

@@ -15,6 +15,7 @@ import time
 
 from matplotlib.figure import Figure
 
+from momentgen.files import PAPER_FORMATS, save_figure
 from momentgen.hierarchy import Model, build
 
 CASES = {
@@ -56,7 +57,7 @@ def plot(rows, path):
         ax.set(title=f"{name}, K = 2, observables {CASES[name][1][0]!r}…", xlabel="truncation degree M", ylabel="count")
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, formats=PAPER_FORMATS, dpi=120)
 
 
 def main():

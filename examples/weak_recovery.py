@@ -17,6 +17,7 @@ import pathlib
 import numpy as np
 from matplotlib.figure import Figure
 
+from momentgen.files import PAPER_FORMATS, save_figure
 from momentgen.hierarchy import Model
 from momentgen.initial import InitSpec
 from momentgen.losses import builtin
@@ -76,7 +77,10 @@ def main():
     ax = fig.subplots()
     for d in dims:
         ax.plot([d] * len(scaled[d]), scaled[d], "o", color="C0", alpha=0.4)
-    ax.plot(dims, mean, "k-o", label=f"mean; fitted exponent of d: {exponent:+.2f}")
+    error = [float(np.std(scaled[d], ddof=1) / np.sqrt(len(scaled[d]))) if len(scaled[d]) > 1 else 0.0 for d in dims]
+    ax.errorbar(dims, mean, yerr=error, fmt="ko", capsize=3, label="mean ± standard error over seeds")
+    fit = np.exp(np.polyval(np.polyfit(np.log(dims), np.log(mean), 1), np.log(dims)))
+    ax.plot(dims, fit, "k--", label=f"fit ∝ d^{exponent:+.2f} (0: N_wr = Θ(d² ln d))")
     ax.set(
         xscale="log",
         xlabel="d",
@@ -85,7 +89,7 @@ def main():
     )
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "weak_recovery.png", dpi=120)
+    save_figure(fig, out / "weak_recovery.png", formats=PAPER_FORMATS, dpi=120)
     for d in dims:
         print(
             f"d={d:4d}: N_wr = {[round(n) if n is not None else None for n in runs[d]]}, "

@@ -145,10 +145,13 @@ def _horizon(result):
         if result.error_estimate is None:
             return "no error estimate (see the message)"
         bound = "" if result.estimate_is_bound else " (not a bound)"
-        return (
-            f"error estimate {result.error_estimate:.2g}{bound}; within validity_tol until "
-            f"{result.valid_until:.4g} on {scale}"
+        what = "order" if result.closure == "quadrature" else "size"
+        window = (
+            f"the estimate exceeds validity_tol from the start (raise the {what} or validity_tol)"
+            if not result.valid_until
+            else f"within validity_tol until {result.valid_until:.4g} on {scale}"
         )
+        return f"error estimate {result.error_estimate:.2g} at the horizon{bound}; {window}"
     if "hierarchy is closed" in result.message:
         return f"exact (closed system) until {result.valid_until:.4g} on {scale}"
     if not result.valid_until:

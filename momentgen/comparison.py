@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 
 from .closures import CLOSURES, solve_with_closure
 from .config import parse_config
+from .errors import MomentgenError
 from .files import provenance, save_figure, write_csv, write_json
 from .matrices import initial_factors
 from .problem import Problem
@@ -37,7 +38,12 @@ def run_tasks(tasks, n_jobs=None, scheduler=None):
     jobs = [joblib.delayed(function)(*args) for function, args in tasks]
     if scheduler is None:
         return joblib.Parallel(n_jobs=n_jobs or min(2, len(jobs)), backend="loky")(jobs)
-    from dask.distributed import Client  # noqa: PLC0415 - optional: pip install momentgen[dask]
+    try:
+        from dask.distributed import Client  # noqa: PLC0415 - optional: pip install momentgen[dask]
+    except ImportError:
+        raise MomentgenError(
+            f"a Dask scheduler ({scheduler}) needs dask.distributed: pip install 'momentgen[dask]'"
+        ) from None
 
     with Client(scheduler):
         with joblib.parallel_config(backend="dask"):

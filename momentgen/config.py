@@ -13,7 +13,7 @@ range), so that a wrong one stops with one line that names it::
     C = [[1.0]]            # L×L token covariance (PSD); default identity
 
     [loss]                 # exactly one of builtin / expression
-    builtin = "mse"        # mse | softmax-mse
+    builtin = "mse"        # mse | softmax-mse | multihead-softmax-mse
     activation = "h1"      # mse only: h1 h2 h3 tanh erf softplus
     student = [1]          # indices summed into the student output (default [1])
     teacher = [2]          # indices summed into the teacher output (default [2])
@@ -150,6 +150,12 @@ def _index_list(value):
     return value
 
 
+def _head_groups(value):
+    if not isinstance(value, list) or len(value) != 2:
+        raise ValueError("must be [[student heads], [teacher heads]], e.g. [[1, 2], [3, 4]]")
+    return [_index_list(group) for group in value]
+
+
 def _boolean(value):
     if not isinstance(value, bool):
         raise ValueError("must be true or false")
@@ -203,11 +209,12 @@ _SCHEMA = {
         "C": (None, _covariance),
     },
     "loss": {
-        "builtin": (None, _optional(_choice("mse", "softmax-mse"))),
+        "builtin": (None, _optional(_choice("mse", "softmax-mse", "multihead-softmax-mse"))),
         "expression": (None, _optional(_string)),
         "activation": (None, _optional(_string)),
         "student": ([1], _index_list),
         "teacher": ([2], _index_list),
+        "heads": (None, _optional(_head_groups)),
         "rtol": (1e-8, _fraction),
     },
     "init": {
@@ -502,6 +509,14 @@ def _check_together(raw, given, where):
             f"{where}[loss] `student` and `teacher` apply to built-in losses only: an expression "
             "names its indices itself in G[i, j, k]"
         )
+    if loss["heads"] is not None:
+        if loss["builtin"] != "multihead-softmax-mse":
+            raise ConfigError(f'{where}[loss] `heads` applies to builtin = "multihead-softmax-mse" only')
+        if [loss["student"], loss["teacher"]] not in ([[1], [2]], loss["heads"]):
+            raise ConfigError(f"{where}[loss] give either `heads` or `student`/`teacher`, not both")
+        loss["student"], loss["teacher"] = loss["heads"]
+    elif loss["builtin"] == "multihead-softmax-mse" and (loss["student"], loss["teacher"]) == ([1], [2]):
+        raise ConfigError(f"{where}[loss] multihead-softmax-mse needs `heads`, e.g. heads = [[1, 2], [3, 4]]")
     if loss["builtin"] == "mse" and loss["activation"] is None:
         loss["activation"] = "h1"
     family = models.get(model["kind"])

@@ -28,6 +28,7 @@ __all__ = [
     "ensure_writable",
     "save_figure",
     "provenance",
+    "PAPER_FORMATS",
 ]
 
 
@@ -99,11 +100,13 @@ def write_series_csv(path, t, series):
     write_csv(path, ["t", *names], ([time, *(series[n][i] for n in names)] for i, time in enumerate(t)))
 
 
-def save_figure(figure, path, **options):
-    """``figure.savefig`` into memory, then `write_atomic` (the format from the suffix)."""
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format=pathlib.Path(path).suffix.lstrip(".") or "png", **options)
-    write_atomic(path, buffer.getvalue())
+def save_figure(figure, path, formats=None, **options):
+    """``figure.savefig`` into memory, then `write_atomic` (the format from the suffix); with
+    ``formats`` (e.g. ``("png", "svg", "pdf")``) once per format, the suffix replaced."""
+    for suffix in formats or (pathlib.Path(path).suffix.lstrip(".") or "png",):
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format=suffix, **options)
+        write_atomic(pathlib.Path(path).with_suffix(f".{suffix}"), buffer.getvalue())
 
 
 def provenance(config=None):
@@ -133,3 +136,7 @@ def _plain(value):
     if hasattr(value, "tolist"):
         return value.tolist()
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+#: The formats every example figure is written in (a paper wants a vector copy).
+PAPER_FORMATS = ("png", "svg", "pdf")

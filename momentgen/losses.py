@@ -160,12 +160,30 @@ def _softmax_mse(L, K, student=(1,), teacher=(2,)):
     return sum((a[i][j] - b[i][j]) ** 2 for i in range(L) for j in range(L)), "softmax-mse"
 
 
+def _multihead_softmax_mse(L, K, student=(1, 2), teacher=(3, 4)):
+    """Each listed index is one attention head with its own row softmax; a model's attention is the
+    sum of its heads' (student heads vs teacher heads), compared entrywise."""
+    G = _grid(L, K)
+
+    def attention(indices):
+        out = [[0] * L for _ in range(L)]
+        for k in indices:
+            for i in range(L):
+                total = sum(sympy.exp(G[i][j][k - 1]) for j in range(L))
+                for j in range(L):
+                    out[i][j] += sympy.exp(G[i][j][k - 1]) / total
+        return out
+
+    a, b = attention(_indices(student, K, "student")), attention(_indices(teacher, K, "teacher"))
+    return sum((a[i][j] - b[i][j]) ** 2 for i in range(L) for j in range(L)), "multihead-softmax-mse"
+
+
 def _grid(L, K):
     flat = variables(L, K)
     return [[[flat[(i * L + j) * K + k] for k in range(K)] for j in range(L)] for i in range(L)]
 
 
-BUILTINS = {"mse": _mse, "softmax-mse": _softmax_mse}
+BUILTINS = {"mse": _mse, "softmax-mse": _softmax_mse, "multihead-softmax-mse": _multihead_softmax_mse}
 
 
 def builtin(name, L=1, K=2, **options):
@@ -179,9 +197,9 @@ def builtin(name, L=1, K=2, **options):
         raise UnsupportedLoss(
             f"unknown built-in loss {name!r}: choose one of {', '.join(BUILTINS)} or give an expression"
         )
-    if name == "softmax-mse" and L == 1:
+    if name in ("softmax-mse", "multihead-softmax-mse") and L == 1:
         raise UnsupportedLoss(
-            "softmax-mse needs L ≥ 2 tokens: a softmax over one token is 1, so the loss is "
+            f"{name} needs L ≥ 2 tokens: a softmax over one token is 1, so the loss is "
             "identically 0 (use mse for L = 1)"
         )
     try:

@@ -671,8 +671,9 @@ class _Quadrature:
                     raise NonFinitePotential(
                         f"the Gaussian expectation Phi of loss {self.potential.loss.name!r} does not converge "
                         "(relative "
-                        f"change {change:.2g} between quadrature levels at the finest, {level}): it is probably "
-                        "infinite at this state (e.g. exp(G**2) once Var G >= 1/2); change the loss or the scales"
+                        f"change {change:.2g} between quadrature levels at the finest, {level}, in {dim} "
+                        "dimensions): it may be infinite at this state (e.g. exp(G**2) once Var G >= 1/2), or "
+                        f"too rough for a rule in {dim} dimensions; change the loss or the scales"
                     )
                 warnings.warn(
                     f"quadrature for loss {self.potential.loss.name!r} stopped at level {level} "

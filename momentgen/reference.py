@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import sympy
+from tqdm.auto import tqdm
 
 from . import models
 from .codegen import compile_pointwise
@@ -187,14 +188,13 @@ def sgd(
             f"or the weight decay (γ = {gamma:g})"
         )
 
+    bar = tqdm(total=int(last), desc=f"SGD d={d} B={batch} seed={seed}", unit="step", disable=not show, leave=False)
     for target in sorted(set(schedule) | set(fast)):
         while step < target and status == "ok":
             if not run.step():
                 status, message = diverged(step + 1)
             step += 1
-            if show and step % 200 == 0:
-                rate = step / (time.perf_counter() - start)
-                print(f"\rSGD d={d} B={batch}: step {step}/{last} ({rate:.0f} steps/s)", end="", file=sys.stderr)
+            bar.update()
         if status != "ok":
             break
         with np.errstate(all="ignore"):
@@ -208,8 +208,7 @@ def sgd(
             count = int(np.sum(schedule == target))
             values.extend([measured] * count)
             means.extend([run.means()] * count)
-    if show:
-        print(file=sys.stderr)
+    bar.close()
     kept = len(values)
     series = {w: np.array(v) for w, v in zip(texts, np.array(values).reshape(kept, len(texts)).T)}
     info = {

@@ -68,7 +68,8 @@ def test_bad_files(tmp_path):
 
 @pytest.mark.parametrize("path", sorted((ROOT / "examples" / "configs").glob("*.toml")), ids=lambda p: p.stem)
 def test_example_configs_load(path):
-    assert load_config(path).model.K == 2
+    config = load_config(path)
+    assert config.model.K == len(config.raw["init"]) and config.source == str(path)
 
 
 def test_generate_and_solve_commands(tmp_path, capsys):

@@ -1,5 +1,6 @@
 """Loss specification: built-ins and the restricted expression parser."""
 
+import numpy as np
 import pytest
 import sympy
 
@@ -113,3 +114,40 @@ def test_hostile_or_malformed_expressions_are_rejected(text, needle):
 def test_bad_builtin_options(call, needle):
     with pytest.raises(UnsupportedLoss, match=needle):
         call()
+
+
+def test_multihead_softmax_mse_is_the_sum_of_per_head_softmaxes():
+    """At random pre-activations the loss equals numpy's ‖Σ_h softmax(G_h) − Σ_h' softmax(G_h')‖²
+    (rows softmaxed per head, heads 1, 2 vs 3, 4), computed independently of sympy."""
+    loss = builtin("multihead-softmax-mse", L=2, K=4, student=[1, 2], teacher=[3, 4])
+    G = np.random.default_rng(3).standard_normal((2, 2, 4))
+
+    def attention(heads):
+        return sum(np.exp(G[:, :, h - 1]) / np.exp(G[:, :, h - 1]).sum(1, keepdims=True) for h in heads)
+
+    expected = np.sum((attention([1, 2]) - attention([3, 4])) ** 2)
+    values = dict(zip(loss.variables, G.ravel()))
+    assert float(loss.expr.subs(values)) == pytest.approx(expected, rel=1e-12)
+    assert isinstance(loss.expr, sympy.Expr)
+
+
+def test_multihead_heads_key_is_checked():
+    from momentgen.config import ConfigError, parse_config
+
+    base = {
+        "model": {"kind": "tied", "L": 2, "K": 4, "trainable": [1, 2]},
+        "init": {str(k): {} for k in range(1, 5)},
+        "truncation": {"degree": 3},
+        "integrate": {"T": 0.1},
+    }
+    ok = parse_config({**base, "loss": {"builtin": "multihead-softmax-mse", "heads": [[1, 2], [3, 4]]}})
+    assert ok.section("loss")["student"] == [1, 2] and ok.replace(integrate={"T": 0.2}).section("loss")["teacher"] == [
+        3,
+        4,
+    ]
+    with pytest.raises(ConfigError, match="needs `heads`"):
+        parse_config({**base, "loss": {"builtin": "multihead-softmax-mse"}})
+    with pytest.raises(ConfigError, match="applies to builtin"):
+        parse_config({**base, "loss": {"builtin": "softmax-mse", "heads": [[1, 2], [3, 4]]}})
+    with pytest.raises(ConfigError, match="heads"):
+        parse_config({**base, "loss": {"builtin": "multihead-softmax-mse", "heads": [[1, 2]]}})

@@ -3,6 +3,7 @@ deliberately wrong coefficient (mutation test)."""
 
 import json
 
+import numpy as np
 import pytest
 
 from momentgen.cli import main
@@ -96,3 +97,21 @@ def test_mean_increments_is_the_eigenvalue_flow_at_small_lr():
     mu1, mu2 = trace_moments([parse(w, "tied", 2) for w in ("S1", "S1 S1")], letter_matrices("tied", factors))
     expected = 4 * (1.0 * mu1 - mu2)
     assert abs(mean[0] - expected) <= 4 * se[0] + 0.02 * abs(expected)
+
+
+def test_verify_lifts_a_from_file_state_to_twice_its_dimension(tmp_path):
+    """A from-file student (d = 60) fixes the state: SGD runs at d = 60 from it and at 120 from its
+    lift F ⊗ I₂ — whose normalised traces are the file's, checked here with numpy — and the theory,
+    started from the file's moments, agrees with the extrapolation."""
+    rng = np.random.default_rng(5)
+    W = rng.standard_normal((60, 60)) / np.sqrt(60)
+    np.savez(tmp_path / "student.npz", W=W)
+    lifted = np.kron(W, np.eye(2))
+    S, S2 = W @ W.T, lifted @ lifted.T
+    assert np.trace(S @ S) / 60 == pytest.approx(np.trace(S2 @ S2) / 120, rel=1e-12)
+    config = solvable(
+        init={"1": {"kind": "from-file", "path": str(tmp_path / "student.npz")}, "2": SOLVABLE["init"]["2"]}
+    )
+    result = verify(config, steps=600, seeds=(0, 1, 2, 3), progress=False)
+    assert result.checks["drift"]["d"] == [60, 120]
+    assert result.verdict == "agree", result.message
