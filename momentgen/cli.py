@@ -19,7 +19,8 @@ Subcommands:
   theory per degree and per closure, SGD and matrix flow per d; writes
   ``DIR/compare.png`` and ``DIR/compare.json`` (with a table of sup-errors); with ``--finite-lr``
   each theory curve also at the SGD runs' own κ = lr·d/batch;
-* ``momentgen verify CONFIG [--d 100,200] [--seeds N] [--steps N] [--kappa K] [--json OUT] [--out DIR]``:
+* ``momentgen verify CONFIG [--closure C] [--degree M] [--d 100,200] [--seeds N] [--steps N] [--kappa K]
+  [--json OUT] [--out DIR]``:
   independent evidence with a verdict (`momentgen.verification`): drift at t = 0 vs SGD, the closure and a
   second one, SGD at two d extrapolated to d = ∞; exit status 0 ``agree``, 1 ``disagree``.
 """
@@ -214,7 +215,7 @@ def _cmd_compare(args):
 
 
 def _cmd_verify(args):
-    config = _load(args)
+    config = _load(args, truncation={"degree": args.degree, "closure": args.closure})
     dims = _int_list(args.d, "--d") or [100, 200]
     if len(dims) != 2:
         raise MomentgenError(f"--d takes two dimensions d1,d2, got {args.d!r}")
@@ -338,6 +339,8 @@ def _parser():
 
     check = sub.add_parser("verify", help="independent evidence for a configuration, with a verdict")
     check.add_argument("config", help="TOML configuration file")
+    check.add_argument("--closure", help="zero | quadrature | matrix-model (default: [truncation] closure)")
+    check.add_argument("--degree", type=_positive_int, help="override [truncation] degree")
     check.add_argument("--d", help="two comma-separated SGD dimensions (default 100,200)")
     check.add_argument("--seeds", type=_positive_int, default=4, help="SGD seeds of the finite-d leg (default 4)")
     check.add_argument("--steps", type=_positive_int, default=2000, help="SGD steps of the drift check (default 2000)")
