@@ -40,7 +40,7 @@ def kernel_vs_csr():
         n, nnz = len(program.words), program.nnz
         rng = np.random.default_rng(0)
         y, c = rng.standard_normal(n), rng.standard_normal(len(program.symbols))
-        weight = program.multiplicity.astype(np.uint8)  # as Truncation stores it (factors folded into c)
+        weight = program.multiplicity.astype(float)
         symbol, target = program.symbol.astype(np.uint16), program.target.astype(np.uint32)  # as Truncation stores them
         out = np.empty(n)
         apply_program(program.indptr, symbol, target, weight, NO_NOISE, c, y, out)

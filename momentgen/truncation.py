@@ -89,13 +89,11 @@ class Truncation:
         self.model = program.model
         self.family = self.model.family
         factors = np.array([s.factor for s in program.symbols])
-        self._factor = factors.astype(float)  # per coefficient slot; the kernel gets c · factor
-        self._weight = self._factor[program.symbol] * program.multiplicity  # the Jacobian's CSR values / c
-        self._count = _compact(program.multiplicity)  # the kernel's per-term weight: 1–2 bytes a term
-        # compact *unsigned* types: the kernel is memory-bound (7 bytes a term: symbol, target,
-        # multiplicity; CSR needs 12), and an unsigned index spares numba the negative-index
-        # wraparound branch of every load (at 58 218 words: 1.86× a scipy CSR mat-vec with signed
-        # indices and float weights, see `make bench`)
+        self._weight = (factors[program.symbol] * program.multiplicity).astype(float)
+        # compact *unsigned* index types: the kernel is memory-bound (14 bytes a term, CSR needs 12),
+        # and an unsigned index spares numba the negative-index wraparound branch of every load (at
+        # 58 218 words: 2.5–3.9× a scipy CSR mat-vec with signed indices, 1.5–1.65× unsigned; 1-byte
+        # multiplicities with the factors folded into c measured no faster: 1.6–1.75×)
         symbol_type = np.uint16 if len(program.symbols) < 2**16 else np.uint32
         self._symbol = program.symbol.astype(symbol_type)
         self._target = program.target.astype(np.uint32)
@@ -105,7 +103,7 @@ class Truncation:
                 program.noise_symbol.astype(symbol_type),
                 program.noise_left.astype(np.int32),
                 program.noise_right.astype(np.int32),
-                program.noise_multiplicity.astype(float),
+                (factors[program.noise_symbol] * program.noise_multiplicity).astype(float),
             )
             if len(program.noise_symbol)
             else NO_NOISE[:1] + (NO_NOISE[1].astype(symbol_type),) + NO_NOISE[2:]
@@ -178,9 +176,8 @@ class Truncation:
         p = self.program
         if y.shape != (len(p.words),):  # the kernel does not check its bounds
             raise ValueError(f"the state has shape {y.shape}, the program {len(p.words)} words")
-        scaled = self.coefficients(y) * self._factor
         return apply_program(
-            p.indptr, self._symbol, self._target, self._count, self._noise, scaled, y, np.empty(len(y))
+            p.indptr, self._symbol, self._target, self._weight, self._noise, self.coefficients(y), y, np.empty(len(y))
         )
 
     def jac(self, t, y):
@@ -213,7 +210,7 @@ class Truncation:
             return scipy.sparse.csr_matrix((n, n))
         rows = np.repeat(np.arange(n), np.diff(indptr))
         extended = np.append(y, 1.0)
-        scale = c[symbol] * self._factor[symbol] * weight
+        scale = c[symbol] * weight
         parts = [(scale * extended[other], at) for at, other in ((left, right), (right, left))]
         data = np.concatenate([value[at >= 0] for value, at in parts])
         columns = np.concatenate([at[at >= 0] for _, at in parts])
@@ -319,14 +316,6 @@ class CoefficientSource:
 
     def track(self, mu):
         self.truncation.track(mu)
-
-
-def _compact(multiplicity):
-    """Term multiplicities (small positive integers) in the narrowest unsigned type that holds them."""
-    for kind in (np.uint8, np.uint16):
-        if multiplicity.size == 0 or multiplicity.max() <= np.iinfo(kind).max:
-            return multiplicity.astype(kind)
-    return multiplicity.astype(float)
 
 
 def _entry(arrays, coefficient):
