@@ -858,24 +858,7 @@ def _check_program_arrays(a, n_symbols, model, degree):
         if not ok:
             raise ModelError(f"program arrays: {what}")
 
-    for name in (
-        "lengths",
-        "indptr",
-        "symbol",
-        "target",
-        "multiplicity",
-        "dropped_indptr",
-        "dropped_symbol",
-        "dropped_target",
-        "dropped_multiplicity",
-        "noise_indptr",
-        "noise_symbol",
-        "noise_left",
-        "noise_right",
-        "noise_multiplicity",
-        "parent",
-        "via",
-    ):
+    for name in (field for field in Program._ARRAYS if not field.endswith("packed")):  # packed: below
         require(a[name].ndim == 1 and a[name].dtype.kind in "iu", f"{name} must be a 1-d integer array")
     require(a["packed"].dtype == np.uint64 and a["dropped_packed"].dtype == np.uint64, "words must be uint64 codes")
     require(
