@@ -342,7 +342,7 @@ def _parser():
     check.add_argument("--closure", help="zero | quadrature | matrix-model (default: [truncation] closure)")
     check.add_argument("--degree", type=_positive_int, help="override [truncation] degree")
     check.add_argument("--d", help="two comma-separated SGD dimensions (default 100,200)")
-    check.add_argument("--seeds", type=_positive_int, default=4, help="SGD seeds of the finite-d leg (default 4)")
+    check.add_argument("--seeds", type=_positive_int, default=8, help="SGD seeds of the finite-d leg (default 8)")
     check.add_argument("--steps", type=_positive_int, default=2000, help="SGD steps of the drift check (default 2000)")
     check.add_argument("--kappa", type=float, help="kappa = lr*d/batch of every SGD run (default: the config's)")
     check.add_argument("--json", help="output JSON path")
