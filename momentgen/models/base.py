@@ -333,3 +333,17 @@ def psd_root(X, tol=1e-12):
     w, V = np.linalg.eigh(0.5 * (X + X.T))
     keep = w > tol * max(w.max(initial=0.0), 1e-300)
     return V[:, keep] * np.sqrt(w[keep])
+
+
+def single_letter_words(model):
+    """The required words of a kind with one symmetric letter S_k per index (tied, symmetric): the
+    traces t_k = μ(S_k) and the overlaps q_kl = μ(S_k S_l)."""
+    pairs = [(k, l) for k in range(1, model.K + 1) for l in range(k, model.K + 1)]
+    return [(f"S{k}", f"t_{k} (mean trace)") for k in range(1, model.K + 1)] + [
+        (f"S{k} S{l}", f"q_{k}{l} (Phi and Gamma depend on it)") for k, l in pairs
+    ]
+
+
+def single_letter_overlap(series):
+    """p12 = q12 − t1 t2 of a kind with one symmetric letter per index."""
+    return {"p12": series("S1 S2") - series("S1") * series("S2")}

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..representation import free_poisson_component
-from .base import Family, ModelKind, Rule, psd_root, token_mix, token_pairs
+from .base import Family, ModelKind, Rule, psd_root, single_letter_overlap, single_letter_words, token_mix, token_pairs
 
 __all__ = ["TIED", "Tied"]
 
@@ -56,13 +56,10 @@ class Tied(ModelKind):
         return out
 
     def required_words(self, model):
-        pairs = [(k, l) for k in range(1, model.K + 1) for l in range(k, model.K + 1)]
-        return [(f"S{k}", f"t_{k} (mean trace)") for k in range(1, model.K + 1)] + [
-            (f"S{k} S{l}", f"q_{k}{l} (Phi and Gamma depend on it)") for k, l in pairs
-        ]
+        return single_letter_words(model)
 
     def derived(self, series, K):
-        return {"p12": series("S1 S2") - series("S1") * series("S2")}
+        return single_letter_overlap(series)
 
     # ---- finite matrices ---------------------------------------------------------------------------
     def letter_matrices(self, factors):
