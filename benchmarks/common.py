@@ -1,4 +1,4 @@
-"""Shared helpers of the benchmarks: one BLAS thread, best-of-n timing, and the smoke mode.
+"""Shared helpers of the benchmarks: one BLAS thread, best-of-n and paired timing, and the smoke mode.
 
 ``--smoke``: every benchmark at a tiny size (``make bench-smoke``, part of CI): it checks that
 the benchmarks still run against the current API, not the numbers.
@@ -7,6 +7,7 @@ the benchmarks still run against the current API, not the numbers.
 import sys
 import time
 
+import numpy as np
 from threadpoolctl import threadpool_limits
 
 # One BLAS thread per process: up to 16× faster than two on the shared 2-core machines.
@@ -37,3 +38,21 @@ def timed(function, *args, **kwargs):
     start = time.perf_counter()
     result = function(*args, **kwargs)
     return result, time.perf_counter() - start
+
+
+def paired(first, second, repeat=25, inner=10):
+    """Interleaved timing of two functions on a noisy shared machine: ``repeat`` pairs of ``inner``
+    calls each, alternating. Returns (median seconds of ``first``, of ``second``, median of the
+    per-pair ratios first/second) — the pairing cancels load that changes between pairs."""
+    ratios, firsts, seconds = [], [], []
+    for _ in range(pick(repeat, 2)):
+        pair = []
+        for function in (first, second):
+            start = time.perf_counter()
+            for _ in range(inner):
+                function()
+            pair.append((time.perf_counter() - start) / inner)
+        firsts.append(pair[0])
+        seconds.append(pair[1])
+        ratios.append(pair[0] / pair[1])
+    return float(np.median(firsts)), float(np.median(seconds)), float(np.median(ratios))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse
 
-from ._kernel import NO_NOISE, apply_program
+from ._kernel import NO_NOISE, apply_program, segment_rows
 from .errors import STATE_ERRORS, PotentialError
 from .hierarchy import build
 from .initial import empirical_moments, exact_moments
@@ -89,14 +89,10 @@ class Truncation:
         self.model = program.model
         self.family = self.model.family
         factors = np.array([s.factor for s in program.symbols])
-        self._weight = (factors[program.symbol] * program.multiplicity).astype(float)
-        # compact *unsigned* index types: the kernel is memory-bound (14 bytes a term, CSR needs 12),
-        # and an unsigned index spares numba the negative-index wraparound branch of every load (at
-        # 58 218 words: 2.5–3.9× a scipy CSR mat-vec with signed indices, 1.5–1.65× unsigned; 1-byte
-        # multiplicities with the factors folded into c measured no faster: 1.6–1.75×)
+        self._terms = segment_rows(
+            program.indptr, program.symbol, program.target, factors[program.symbol] * program.multiplicity
+        )
         symbol_type = np.uint16 if len(program.symbols) < 2**16 else np.uint32
-        self._symbol = program.symbol.astype(symbol_type)
-        self._target = program.target.astype(np.uint32)
         self._noise = (
             (
                 program.noise_indptr.astype(np.int64),
@@ -176,9 +172,7 @@ class Truncation:
         p = self.program
         if y.shape != (len(p.words),):  # the kernel does not check its bounds
             raise ValueError(f"the state has shape {y.shape}, the program {len(p.words)} words")
-        return apply_program(
-            p.indptr, self._symbol, self._target, self._weight, self._noise, self.coefficients(y), y, np.empty(len(y))
-        )
+        return apply_program(*self._terms, self._noise, self.coefficients(y), y, np.empty(len(y)))
 
     def jac(self, t, y):
         """Jacobian (CSR): the linear part plus the dependence of the coefficients on the state.
@@ -193,13 +187,13 @@ class Truncation:
         p, n = self.program, len(y)
         c = self.coefficients(y)
         columns, sensitivity = self._sensitivity(y)
-        per_symbol = scipy.sparse.csr_matrix(
-            (self._weight * y[p.target], (self._rows, p.symbol)), shape=(n, len(c))
-        )  # column s: L_s y
+        terms = self._terms  # grouped by symbol inside each row: the row pointer still holds
+        symbol, weight, target = terms.term_symbols(), terms.weight, terms.target
+        per_symbol = scipy.sparse.csr_matrix((weight * y[target], (self._rows, symbol)), shape=(n, len(c)))  # L_s y
         dense = per_symbol @ sensitivity
         rows, cols = np.nonzero(dense)
         correction = scipy.sparse.csr_matrix((dense[rows, cols], (rows, columns[cols])), shape=(n, n))
-        linear = scipy.sparse.csr_matrix((c[p.symbol] * self._weight, p.target, p.indptr), shape=(n, n))
+        linear = scipy.sparse.csr_matrix((c[symbol] * weight, target, p.indptr), shape=(n, n))
         return (linear + correction + self._noise_jacobian(c, y)).tocsr()
 
     def _noise_jacobian(self, c, y):
