@@ -9,9 +9,10 @@ Subcommands:
 * ``momentgen generate-truncation CONFIG [--degree M] [--out generated/NAME.py]``: write an
   importable module (and its .npz) for a configuration file;
 * ``momentgen solve CONFIG --json OUT [--degree M] [--closure zero|quadrature|matrix-model]
-  [--size n] [--finite-lr]``: integrate with the chosen closure at two resolutions (degrees M and
-  M − 2; orders n and n − 1; sizes n and n/2) and write the trajectory, status, error estimate and
-  validity horizon; ``--finite-lr`` adds the finite-learning-rate term at κ = lr·d/batch;
+  [--size n] [--draws S] [--finite-lr]``: integrate with the chosen closure at two resolutions
+  (degrees M and M − 2; orders n and n − 1; sizes n and n/2, each an ensemble of S draws) and
+  write the trajectory, status, error estimate and validity horizon; ``--finite-lr`` adds the
+  finite-learning-rate term at κ = lr·d/batch;
 * ``momentgen simulate CONFIG --json OUT [--d D] [--seeds N]``: online SGD on the model's
   time axis (mean and spread over seeds);
 * ``momentgen compare CONFIG [--degrees 2,4,6,8] [--d 200,400] [--seeds N] [--out DIR]
@@ -118,7 +119,7 @@ def _cmd_generate(args):
 def _cmd_solve(args):
     config = _load(
         args,
-        truncation={"degree": args.degree, "closure": args.closure, "size": args.size},
+        truncation={"degree": args.degree, "closure": args.closure, "size": args.size, "draws": args.draws},
         integrate={"finite_lr": True if args.finite_lr else None},
     )
     ensure_writable(args.json)
@@ -298,6 +299,9 @@ def _parser():
     )
     solve.add_argument("--closure", help="zero | quadrature | matrix-model (default: [truncation] closure)")
     solve.add_argument("--size", type=_positive_int, help="matrix-model size n (default: [truncation] size)")
+    solve.add_argument(
+        "--draws", type=_positive_int, help="matrix-model Haar draws per size (≥ 4: a control-variate ensemble)"
+    )
     solve.add_argument(
         "--finite-lr",
         action="store_true",

@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+from .ensemble import MIN_DRAWS, run_ensemble
 from .errors import ModelError
 from .flow import run as run_flow
 from .flow import run_stochastic
@@ -146,10 +147,11 @@ class FlowClosure(Closure):
     ``"fine"`` being the reported one; ``run(problem, resolution, means)`` → `momentgen.flow.FlowRun`
     (or None when that resolution does not exist); and ``bounded(problem, runs)`` → (True/False/None,
     why). The estimate at time t is the running maximum over [0, t] of the largest difference
-    between the fine leg and any other, relative to max(1, |μ|), plus the flow's integration
-    tolerance; ``valid_until`` is the first time it exceeds ``[integrate] validity_tol``. When
-    the estimate is not a bound on the reference cases the status is ``"unverified"``; when
-    there is no other leg there is no estimate (None) and no window.
+    between the fine leg and any other (plus 3 standard errors when the fine leg is an ensemble:
+    ``info["standard_error"]``), relative to max(1, |μ|), plus the flow's integration tolerance;
+    ``valid_until`` is the first time it exceeds ``[integrate] validity_tol``. When the estimate
+    is not a bound on the reference cases the status is ``"unverified"``; when there is no
+    other leg there is no estimate (None) and no window.
     """
 
     tolerance = 1e-9  # rtol of the flow engine: the floor of every estimate
@@ -169,9 +171,12 @@ class FlowClosure(Closure):
         fine = runs["fine"]
         t = fine.t[:reached]
         difference = np.zeros(reached)
+        standard_error = fine.info.get("standard_error", {})
         for run in runs.values():
             for w in words:
                 gap = np.abs(fine.series[w][:reached] - run.series[w][:reached])
+                if w in standard_error:  # an ensemble's own noise: 3 standard errors on top
+                    gap = gap + 3.0 * standard_error[w][:reached]
                 difference = np.maximum(difference, gap / np.maximum(1.0, np.abs(fine.series[w][:reached])))
         estimate = np.maximum.accumulate(difference) + self.tolerance
         bounded, why = self.bounded(problem, runs)
@@ -216,7 +221,9 @@ class MatrixModelClosure(FlowClosure):
     the exact matrix flow; legs: sizes n and n/2. The estimate is not a bound: the quantile
     spectra converge at an uneven rate and the Haar mixing of free indices is random at O(1/n)
     (tied h2 case: n = 800 is 3.2e-3 from the exact curve where n vs 400 differ by 1.0e-3), so
-    the status is ``"unverified"``. Given finite matrices (a problem with ``factors``, e.g. a
+    the status is ``"unverified"``. With ``[truncation] draws = S > 1`` each leg is an ensemble of
+    S draws averaged with control variates (`momentgen.ensemble`), run on two processes; its
+    estimate adds 3 standard errors of the size-n ensemble. Given finite matrices (a problem with ``factors``, e.g. a
     from-file init) it is their own matrix flow: no closure, the exact solution of the hierarchy
     from their moments (estimate: the integration tolerance)."""
 
@@ -233,6 +240,15 @@ class MatrixModelClosure(FlowClosure):
                 )
             return f"matrix flow of the given d = {d} matrices (exact: no closure)", {"fine": ("given", 0)}
         n = size or problem.config.section("truncation")["size"]
+        draws = problem.config.section("truncation")["draws"]
+        if 1 < draws < MIN_DRAWS:
+            raise ModelError(f"[truncation] draws = {draws}: use 1 (one matrix model) or ≥ {MIN_DRAWS} (an ensemble)")
+        if draws > 1 and not stochastic:
+            label = (
+                f"matrix-model ensemble of {draws} draws at sizes {n} and {max(2, n // 2)} "
+                "(control variates on the initial moments)"
+            )
+            return label, {"fine": (n, range(draws)), "coarse": (max(2, n // 2), range(draws, 2 * draws))}
         label = (
             f"stochastic matrix model of size {n} (kappa = {problem.kappa:g})"
             if stochastic
@@ -245,6 +261,11 @@ class MatrixModelClosure(FlowClosure):
             return True, "integration tolerance of the exact matrix flow"
         if set(runs) == {"fine", "seed"}:
             return False, "difference of two noise seeds — not a bound (it misses the O(1/d) bias of this size)"
+        if "standard_error" in runs["fine"].info:
+            return False, (
+                "difference of the control-variate means at sizes n and n/2 plus 3 standard errors of the "
+                "n ensemble — not a bound (a statistical estimate); cross-check with the quadrature closure"
+            )
         if problem.kappa > 0:
             return False, (
                 "difference of sizes n and n/2 with independent noise — not a bound (it misses the "
@@ -257,6 +278,8 @@ class MatrixModelClosure(FlowClosure):
 
     def run(self, problem, resolution, means):
         size, seed = resolution
+        if isinstance(seed, range):  # an ensemble of draws
+            return run_ensemble(problem, size, seed, means)
         model = problem.model
         factors = problem.factors if size == "given" else law_factors(model, problem.specs, size, seed=seed)
         codes = [parse(w, model.kind, model.K) for w in problem.words]

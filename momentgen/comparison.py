@@ -11,48 +11,21 @@ this machine, or, unchanged, a Dask distributed cluster when a scheduler address
 """
 
 import pathlib
-import sys
 import time
 
-import joblib
 import numpy as np
 from matplotlib.figure import Figure
-from tqdm.auto import tqdm
 
 from .closures import CLOSURES, solve_with_closure
 from .config import parse_config
-from .errors import MomentgenError
 from .files import provenance, save_figure, write_csv, write_json
 from .matrices import initial_factors
+from .parallel import run_tasks
 from .problem import Problem
 from .reference import matrix_flow, simulate_config
 from .words import parse
 
 __all__ = ["compare", "run_tasks", "theory_task", "sgd_task", "flow_task"]
-
-
-def run_tasks(tasks, n_jobs=None, scheduler=None, progress=None):
-    """Results of ``[function(*args) for function, args in tasks]``, in order.
-
-    ``scheduler``: address of a Dask distributed scheduler (``tcp://host:port``); the
-    same joblib code then runs on the cluster's workers. ``progress``: a bar of finished tasks on
-    stderr (default: when stderr is a terminal).
-    """
-    jobs = [joblib.delayed(function)(*args) for function, args in tasks]
-    if scheduler is None:
-        parallel = joblib.Parallel(n_jobs=n_jobs or min(2, len(jobs)), backend="loky", return_as="generator")
-        show = sys.stderr.isatty() if progress is None else progress
-        return list(tqdm(parallel(jobs), total=len(jobs), desc="tasks", unit="task", disable=not show, leave=False))
-    try:
-        from dask.distributed import Client  # noqa: PLC0415 - optional: pip install momentgen[dask]
-    except ImportError:
-        raise MomentgenError(
-            f"a Dask scheduler ({scheduler}) needs dask.distributed: pip install 'momentgen[dask]'"
-        ) from None
-
-    with Client(scheduler):
-        with joblib.parallel_config(backend="dask"):
-            return joblib.Parallel()(jobs)
 
 
 def theory_task(config_raw, source, closure, degree, d=None, seed=None, kappa=None):

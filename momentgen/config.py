@@ -36,6 +36,7 @@ range), so that a wrong one stops with one line that names it::
     closure = "zero"       # zero (the paper's Π_M, short window) | quadrature (truncated GNS
                            # representation, valid for all t) | matrix-model (n×n matrix flow)
     size = 400             # matrix-model: matrix size n (error O(1/n); estimate from n and n/2)
+    draws = 1              # matrix-model: Haar draws per size (> 1: control-variate ensemble, run on 2 processes)
     max_memory_gb = 8.0    # refuse a truncation whose estimated size is larger (raise to override)
 
     [integrate]
@@ -232,6 +233,7 @@ _SCHEMA = {
         "observables": ("all", _observables),
         "closure": ("zero", _choice(*CLOSURES)),
         "size": (400, _integer(2, 20_000)),
+        "draws": (1, _integer(1, 100_000)),
         "max_memory_gb": (8.0, _positive),
     },
     "integrate": {

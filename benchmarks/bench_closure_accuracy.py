@@ -1,0 +1,254 @@
+"""Benchmark: error against cost of the closures on the cases of issue 18, against a d → ∞ reference.
+
+Cases (``--cases``, default all three):
+
+* ``untied-h1`` — fig. 3 (untied S = UVᵀ, L = 1, MSE, h1), slow phase τ ∈ [0, 0.8];
+* ``untied-h2-mean`` — the same with h2 and teacher mean m₂ = 1.5 (escapes at τ ≈ 0.02);
+* ``tied-K4`` — `multihead_softmax` (tied, K = 4: two trainable heads, two teacher heads, row
+  softmax, L = 2), t ∈ [0, 1].
+
+Reference: the finite-d slow matrix flow (the matrix-model closure run on Gaussian matrices of
+size d: `momentgen.comparison.theory_task`) at d = 200, 400, 800 with several seeds, fitted as
+``y = f∞ + a/d + β·(x₀ − μ₀)`` by least squares (``--quadratic``: + b/d²), where ``x₀`` are each
+run's initial values of every reported word and ``μ₀`` their exact d = ∞ values (control variates:
+the part of a run's deviation explained by its own initial fluctuation is removed; on untied h1
+they cut the standard error from 3.5e-3 to 1.1e-3). The reference's standard error (max over the
+compared words and times) is printed with a lack-of-fit check, and 3 × SE is the *resolution*: an
+error below it cannot be told from the reference's own noise. Flows are cached under ``--cache`` (keyed by the config
+hash, d and seed), so a second run costs only the closures.
+
+Methods: the quadrature closure at order n (its whole solve, legs included), the Richardson
+combination ``2 q_n − q_{n−1}`` of two orders (cost: both solves), the matrix-model closure
+at size n (one Haar draw, its n/2 leg included), and its ensemble of S draws with control
+variates (``n×S``; `momentgen.ensemble`, two processes, the n/2 ensemble included). Columns:
+method, seconds, sup error over the compared words and times, the closure's own estimate.
+
+Writes ``OUT/closure_error_vs_cost.{png,svg,pdf}`` and ``.json``/``.csv`` of every number.
+Run: ``python benchmarks/bench_closure_accuracy.py [--cases untied-h1] [--seeds 8,8,6] [--out out/bench]``
+(the first run computes the reference flows: about 10 minutes a case on two cores).
+"""
+
+import argparse
+import pathlib
+import tempfile
+import time
+
+import numpy as np
+from common import SMOKE, pick
+from matplotlib.figure import Figure
+
+from momentgen.closures import solve_with_closure
+from momentgen.comparison import run_tasks, theory_task
+from momentgen.config import load_config
+from momentgen.files import PAPER_FORMATS, provenance, save_figure, write_csv, write_json
+
+UNTIED_WORDS = ["M1 M2^T", "M1 M2", "M1 M1^T"]
+CASES = {
+    "untied-h1": dict(
+        name="fig3_untied_h1",
+        changes=dict(integrate={"T": 0.8, "points": 17}, truncation={"observables": UNTIED_WORDS}),
+        quadrature=(1, 2, 3),
+        sizes=(50, 100, 200, 400),
+        ensembles=((50, 40), (100, 40), (200, 16)),
+        target=5e-3,
+    ),
+    "untied-h2-mean": dict(
+        name="fig3_untied_h1",
+        changes=dict(
+            loss={"activation": "h2"},
+            init={2: {"mean": 1.5}},
+            integrate={"T": 0.8, "points": 17},
+            truncation={"observables": UNTIED_WORDS},
+        ),
+        quadrature=(1, 2, 3),
+        sizes=(50, 100, 200, 400),
+        ensembles=((50, 40), (100, 40), (200, 16)),
+        target=5e-3,
+    ),
+    "tied-K4": dict(
+        name="multihead_softmax",
+        changes=dict(integrate={"T": 1.0, "points": 11}),
+        quadrature=(1, 2),
+        sizes=(50, 100, 200),
+        ensembles=(),  # one draw costs 10–30 s here (Φ of four softmax heads): no ensemble fits 30 s
+        target=1e-3,
+    ),
+}
+
+
+def configure(case, smoke):
+    spec = CASES[case]
+    config = load_config(spec["name"]).replace(**spec["changes"])
+    if smoke:
+        config = config.replace(integrate={"T": 0.05, "points": 3})
+    return config
+
+
+def flow_runs(config, dims, seeds, cache):
+    """({d: (seeds × words × times) array}, words) of finite-d flows — every word the closure reports,
+    not only the compared ones — from ``cache`` when already computed."""
+    todo, out, words = [], {d: {} for d in dims}, None
+    for d, count in zip(dims, seeds):
+        for seed in range(count):
+            path = cache / f"flow-v2_{config.digest[:16]}_d{d}_s{seed}.npz"  # v2: every reported word
+            if path.exists():
+                stored = np.load(path)
+                out[d][seed], words = stored["series"], list(stored["words"])
+            else:
+                todo.append((d, seed, path))
+    results = run_tasks([(theory_task, (config.raw, config.source, "matrix-model", None, d, s)) for d, s, _ in todo])
+    for (d, seed, path), result in zip(todo, results):
+        if result["status"] != "ok":
+            raise RuntimeError(f"the reference flow d = {d}, seed {seed} stopped: {result['message']}")
+        words = sorted(result["series"])
+        series = np.array([result["series"][w] for w in words])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial.npz")
+        np.savez(partial, series=series, words=np.array(words))
+        partial.replace(path)  # atomic: a cache entry is whole or absent
+        out[d][seed] = series
+    return {d: np.array([runs[s] for s in sorted(runs)]) for d, runs in out.items()}, words
+
+
+def reference(config, runs, words, quadratic=False):
+    """(f∞, its standard error, the worst lack of fit) on ``words``: least squares
+    ``y = f∞ + a/d [+ b/d²] + β·(x₀ − μ₀)`` over every run, where ``x₀`` are the run's initial
+    values of every reported word and ``μ₀`` their exact d = ∞ values (quadrature, degree 7; a word
+    of degree > 7 is not a control). Lack of fit: max over d, words and times of |mean residual at
+    that d| / its standard error (≈ 2–3 when the model fits)."""
+    exact = solve_with_closure(config.replace(integrate={"points": 2}), "quadrature", degree=7)
+    known = [i for i, w in enumerate(words) if w in exact["series"] and len(w.split()) <= 7]
+    mu0 = np.array([exact["series"][words[i]][0] for i in known])
+    Y = np.concatenate(list(runs.values()))
+    sizes = np.concatenate([np.full(len(v), d) for d, v in runs.items()])
+    x0 = Y[:, known, 0] - mu0
+    controls = x0[:, x0.std(axis=0) > 1e-12 * (1 + np.abs(mu0))]
+    powers = [1.0 / sizes] + ([1.0 / sizes**2] if quadratic else [])
+    X = np.column_stack([np.ones(len(Y)), *powers, controls])
+    flat = Y.reshape(len(Y), -1)
+    coefficients, *_ = np.linalg.lstsq(X, flat, rcond=None)
+    dof = len(Y) - X.shape[1]
+    if dof < 2:
+        raise RuntimeError(f"{len(Y)} reference runs for {X.shape[1]} fitted parameters: add seeds")
+    residual = (flat - X @ coefficients).reshape(Y.shape)
+    variance = (residual.reshape(len(Y), -1) ** 2).sum(axis=0) / dof * np.linalg.pinv(X.T @ X)[0, 0]
+    misfit = 0.0
+    for d in runs:
+        group = residual[sizes == d]
+        spread = group.std(axis=0, ddof=1) / np.sqrt(len(group))
+        misfit = max(misfit, float(np.max(np.abs(group.mean(axis=0)) / np.maximum(spread, 1e-12))))
+    return coefficients[0].reshape(Y.shape[1:]), np.sqrt(variance).reshape(Y.shape[1:]), misfit
+
+
+def closure_points(config, spec, exact):
+    """Rows (method, order, seconds, sup error, estimate) and the series of each quadrature order."""
+    words = list(config.section("truncation")["observables"])
+    rows, quadrature = [], {}
+
+    def measured(result):
+        return np.array([result["series"][w] for w in words])
+
+    for n in pick(spec["quadrature"], spec["quadrature"][:1]):
+        start = time.perf_counter()
+        result = solve_with_closure(config, "quadrature", degree=2 * n + 1)
+        seconds = time.perf_counter() - start
+        quadrature[n] = (measured(result), seconds)
+        rows.append(("quadrature", n, seconds, np.abs(quadrature[n][0] - exact).max(), result["error_estimate"]))
+        if n - 1 in quadrature:
+            combined = 2 * quadrature[n][0] - quadrature[n - 1][0]
+            cost = seconds + quadrature[n - 1][1]
+            rows.append(("quadrature 2q_n − q_n−1", n, cost, np.abs(combined - exact).max(), None))
+    for size in pick(spec["sizes"], spec["sizes"][:1]):
+        start = time.perf_counter()
+        result = solve_with_closure(config, "matrix-model", size=size)
+        seconds = time.perf_counter() - start
+        rows.append(("matrix-model", size, seconds, np.abs(measured(result) - exact).max(), result["error_estimate"]))
+    for size, draws in pick(spec["ensembles"], [(20, 6)] if spec["ensembles"] else []):
+        start = time.perf_counter()
+        result = solve_with_closure(config.replace(truncation={"draws": draws}), "matrix-model", size=size)
+        seconds = time.perf_counter() - start
+        label = f"{size}×{draws}"
+        rows.append(
+            ("matrix-model ensemble", label, seconds, np.abs(measured(result) - exact).max(), result["error_estimate"])
+        )
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--dims", default="200,400,800", help="reference sizes d")
+    parser.add_argument("--seeds", default="8,8,6", help="reference seeds at each d")
+    parser.add_argument("--out", default="out/bench")
+    parser.add_argument("--cache", default="out/bench/reference-flows")
+    parser.add_argument("--quadratic", action="store_true", help="fit a 1/d² term as well (noisier)")
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    cases = pick(args.cases.split(","), ["untied-h1"])
+    dims = pick([int(d) for d in args.dims.split(",")], [20, 40])
+    seeds = pick([int(s) for s in args.seeds.split(",")], [11, 11])
+    out = pathlib.Path(tempfile.mkdtemp() if SMOKE else args.out)
+    cache = out / "reference-flows" if SMOKE else pathlib.Path(args.cache)
+    record, table = {"provenance": provenance(), "cases": {}}, []
+    for case in cases:
+        config, spec = configure(case, SMOKE), CASES[case]
+        print(f"\n{case}: reference flows at d = {dims} with {seeds} seeds (cached in {cache})", flush=True)
+        start = time.perf_counter()
+        runs, words = flow_runs(config, dims, seeds, cache)
+        fitted, spread, misfit = reference(config, runs, words, args.quadratic)
+        compared = [words.index(w) for w in config.section("truncation")["observables"]]
+        exact, error = fitted[compared], spread[compared]
+        print(
+            f"reference: {time.perf_counter() - start:.1f} s, standard error ≤ {error.max():.2e} (resolution 3 SE), "
+            f"lack of fit ≤ {misfit:.1f} SE"
+        )
+        print(f"{'method':>26s} {'order':>6s} {'seconds':>8s} {'sup error':>10s} {'estimate':>9s}")
+        rows = closure_points(config, spec, exact)
+        for method, order, seconds, sup, estimate in rows:
+            shown = "" if estimate is None else f"{estimate:9.2e}"
+            print(f"{method:>26s} {order:>6} {seconds:8.2f} {sup:10.2e} {shown:>9s}", flush=True)
+            table.append([case, method, order, seconds, sup, estimate])
+        record["cases"][case] = {
+            "config": {"hash": config.digest, "tables": config.raw},
+            "reference": {
+                "dims": dims,
+                "seeds": seeds,
+                "standard_error": float(error.max()),
+                "lack_of_fit_se": misfit,
+                "quadratic": args.quadratic,
+            },
+            "target": spec["target"],
+            "rows": [dict(zip(("method", "order", "seconds", "sup_error", "estimate"), r)) for r in rows],
+        }
+    write_json(out / "closure_error_vs_cost.json", record)
+    write_csv(out / "closure_error_vs_cost.csv", ["case", "method", "order", "seconds", "sup_error", "estimate"], table)
+    save_figure(plot(record), out / "closure_error_vs_cost.png", formats=PAPER_FORMATS, dpi=150)
+    print(f"\nwrote {out / 'closure_error_vs_cost'}.{{png,svg,pdf,json,csv}}")
+
+
+def plot(record):
+    """One panel per case: sup error against seconds, each method a line labelled by its order,
+    the target (dashed), the 30 s budget (dotted) and the reference's resolution (shaded)."""
+    cases = record["cases"]
+    figure = Figure(figsize=(4.2 * len(cases), 3.6), layout="constrained")
+    axes = np.atleast_1d(figure.subplots(1, len(cases)))
+    for ax, (case, data) in zip(axes, cases.items()):
+        for method in dict.fromkeys(r["method"] for r in data["rows"]):
+            points = [r for r in data["rows"] if r["method"] == method]
+            x, y = [p["seconds"] for p in points], [p["sup_error"] for p in points]
+            (line,) = ax.loglog(x, y, "o-", label=method)
+            for p in points:
+                ax.annotate(str(p["order"]), (p["seconds"], p["sup_error"]), fontsize=7, color=line.get_color(),
+                            xytext=(3, 3), textcoords="offset points")  # fmt: skip
+        ax.axhline(data["target"], ls="--", c="k", lw=0.8, label=f"target {data['target']:g}")
+        ax.axvline(30.0, ls=":", c="k", lw=0.8, label="30 s")
+        ax.axhspan(1e-6, 3 * data["reference"]["standard_error"], color="0.85", label="reference ± 3 SE")
+        ax.set_ylim(bottom=min(1e-4, data["target"] / 3))
+        ax.set(title=case, xlabel="seconds (2 cores)", ylabel="sup error vs d → ∞ reference")
+    axes[0].legend(fontsize=7)
+    return figure
+
+
+if __name__ == "__main__":
+    main()
