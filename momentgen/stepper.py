@@ -116,8 +116,12 @@ def integrate(
         return finish(getattr(error, "status", recoverable_status), f"stopped at t = {t:.6g}: {error}", t)
     next_out = 1
     while next_out < len(grid):
-        try:
+        try:  # a step, and the dense output it needs (its extra stages evaluate fun at new states too)
             solver.step()
+            if solver.status == "failed" or not np.all(np.isfinite(solver.y)):
+                return finish("failed", f"integrator failed after t = {t:.6g}: {solver.status}", t)
+            t_new, y_new = solver.t, solver.y
+            stop, outputs = _step_outputs(solver, events, grid, next_out, t)
         except recoverable as error:
             nfev += solver.nfev
             failures += 1
@@ -129,26 +133,10 @@ def integrate(
             solver = start(t, y, limit)
             calm = 0
             continue
-        if solver.status == "failed" or not np.all(np.isfinite(solver.y)):
-            return finish("failed", f"integrator failed after t = {t:.6g}: {solver.status}", t)
-        t_new, y_new, dense = solver.t, solver.y, None
-        stop = None
-        for event in events:
-            if event.function(t_new, y_new) <= 0:
-                dense = dense or solver.dense_output()
-                root = _crossing(event.function, dense, t, t_new)
-                if stop is None or root < stop[0]:
-                    stop = (root, event)
-        end = t_new if stop is None else stop[0]
-        while next_out < len(grid) and grid[next_out] <= end:
-            tg = grid[next_out]
-            if tg == t_new:
-                ys.append(y_new)
-            else:
-                dense = dense or solver.dense_output()
-                ys.append(dense(tg))
+        for tg, value in outputs:
             ts.append(tg)
-            next_out += 1
+            ys.append(value)
+        next_out += len(outputs)
         steps += 1
         stalled = stalled + 1 if t_new - t < _TINY * (T - grid[0]) else 0
         if stalled >= _STALLED and stop is None:
@@ -176,6 +164,29 @@ def integrate(
             break
     nfev += solver.nfev
     return finish("ok", "reached the horizon", ts[-1])
+
+
+def _step_outputs(solver, events, grid, next_out, t):
+    """After an accepted step from ``t``: (the earliest event crossing as (time, event) or None, the
+    output points [(time, state)] of the grid that the step covers, up to that crossing)."""
+    t_new, y_new, dense = solver.t, solver.y, None
+    stop = None
+    for event in events:
+        if event.function(t_new, y_new) <= 0:
+            dense = dense or solver.dense_output()
+            root = _crossing(event.function, dense, t, t_new)
+            if stop is None or root < stop[0]:
+                stop = (root, event)
+    end = t_new if stop is None else stop[0]
+    outputs = []
+    while next_out + len(outputs) < len(grid) and grid[next_out + len(outputs)] <= end:
+        tg = grid[next_out + len(outputs)]
+        if tg == t_new:
+            outputs.append((tg, y_new))
+        else:
+            dense = dense or solver.dense_output()
+            outputs.append((tg, dense(tg)))
+    return stop, outputs
 
 
 def _crossing(function, dense, a, b):
