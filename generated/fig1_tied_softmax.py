@@ -46,18 +46,19 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
             'sgd': {'batch': 512, 'd': 400, 'lr': 0.01, 'seeds': [0]},
             'truncation': {'closure': 'zero',
                            'degree': 8,
+                           'draws': 1,
                            'max_memory_gb': 8.0,
                            'observables': ['S1 S2', 'S1 S1', 'S1'],
                            'size': 400}},
- 'config_hash': '4613d1997740400be15b852ff668668bc8c535ece35d990331b137ca80262067',
- 'data_file': 'fig1_tied_softmax.b147da9bfb41.npz',
+ 'config_hash': 'a2224f12953349081175bedff545cfd02cbfe796e0e705ad404c22d78742e538',
+ 'data_file': 'fig1_tied_softmax.3cd32465d9f2.npz',
  'degree': 8,
  'source': 'examples/configs/fig1_tied_softmax.toml'}
 
 _STAMP = {'command': 'momentgen generate-truncation '
             'examples/configs/fig1_tied_softmax.toml --degree 8 --out '
             'generated/fig1_tied_softmax.py',
- 'data_sha256': 'b147da9bfb41825ff3418d2bb83efb88d6b8d190d0c0d31f74b3e921aea5d8fc',
+ 'data_sha256': '3cd32465d9f2bab2abc3c0d0e2596e85d4afe0ab4b86f7c81df1842aff04d7ad',
  'momentgen': '0.2.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

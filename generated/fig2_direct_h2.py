@@ -46,18 +46,19 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
             'sgd': {'batch': 512, 'd': 400, 'lr': 0.005, 'seeds': [0]},
             'truncation': {'closure': 'zero',
                            'degree': 2,
+                           'draws': 1,
                            'max_memory_gb': 8.0,
                            'observables': 'all',
                            'size': 400}},
- 'config_hash': '20a6f028c6aceb8f42872d0c7bb0b9ab116065aa794b71ddc45f22f133bcc3e0',
- 'data_file': 'fig2_direct_h2.84f4aae9f061.npz',
+ 'config_hash': '41e65d6086b847362e3e744d35bc41703e43f0d63765dce670a6be318ba0b417',
+ 'data_file': 'fig2_direct_h2.042e281f0331.npz',
  'degree': 2,
  'source': 'examples/configs/fig2_direct_h2.toml'}
 
 _STAMP = {'command': 'momentgen generate-truncation '
             'examples/configs/fig2_direct_h2.toml --degree 2 --out '
             'generated/fig2_direct_h2.py',
- 'data_sha256': '84f4aae9f06158171ef4b24817c350cf1b651801a2a047b356808f23092b0101',
+ 'data_sha256': '042e281f033156ff464802d51ceba0100283ffb8676d126538c924c5ad7868f0',
  'momentgen': '0.2.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

@@ -46,17 +46,18 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
             'sgd': {'batch': 512, 'd': 400, 'lr': 0.005, 'seeds': [0]},
             'truncation': {'closure': 'zero',
                            'degree': 10,
+                           'draws': 1,
                            'max_memory_gb': 8.0,
                            'observables': ['S1 S2', 'S1 S1', 'S1'],
                            'size': 400}},
- 'config_hash': 'f9c5cd93e8950d1fb7331a7748f7e8de7ad38fd006b7bf3f8fa2fc33ec55dbca',
- 'data_file': 'fig2_tied_h2.cbe7298fba86.npz',
+ 'config_hash': '4f4ece6ec83358bd5b48e1017dbbee57bf494565af601e2035f93b5c7b8e7596',
+ 'data_file': 'fig2_tied_h2.f507ca0ad98f.npz',
  'degree': 10,
  'source': 'examples/configs/fig2_tied_h2.toml'}
 
 _STAMP = {'command': 'momentgen generate-truncation examples/configs/fig2_tied_h2.toml '
             '--degree 10 --out generated/fig2_tied_h2.py',
- 'data_sha256': 'cbe7298fba860f9887c0731c0b1061ce40062edb3c3022bb135608919e687d61',
+ 'data_sha256': 'f507ca0ad98ff5edfb6d6f199c502b00e3bf11935dcd38d1cb77a75f9bad8482',
  'momentgen': '0.2.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

@@ -46,18 +46,19 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
             'sgd': {'batch': 4096, 'd': 800, 'lr': 0.01, 'seeds': [0]},
             'truncation': {'closure': 'zero',
                            'degree': 4,
+                           'draws': 1,
                            'max_memory_gb': 8.0,
                            'observables': ['M1 M2^T', 'M1 M2'],
                            'size': 400}},
- 'config_hash': 'b4bdbe3ca78e845aaa25f3fd65f6e09c4085b5dd4e25f287e0d77ee68d694ff6',
- 'data_file': 'fig3_untied_h1.20b9faf0befe.npz',
+ 'config_hash': '38eb488de7601b89275ab77ab1b36d04efa7ae2eb15c6d4c820a8fc1c6cfaed1',
+ 'data_file': 'fig3_untied_h1.59b3237e0ddd.npz',
  'degree': 4,
  'source': 'examples/configs/fig3_untied_h1.toml'}
 
 _STAMP = {'command': 'momentgen generate-truncation '
             'examples/configs/fig3_untied_h1.toml --degree 4 --out '
             'generated/fig3_untied_h1.py',
- 'data_sha256': '20b9faf0befe764cc9c59b66d8e5cc707bd1d63891c0d1353040dc3328221cce',
+ 'data_sha256': '59b3237e0ddd57c368234907e4362e8fc3078662409221cf4522bf8c6ed1d4d6',
  'momentgen': '0.2.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

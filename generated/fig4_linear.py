@@ -46,17 +46,18 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
             'sgd': {'batch': 512, 'd': 400, 'lr': 0.01, 'seeds': [0]},
             'truncation': {'closure': 'zero',
                            'degree': 8,
+                           'draws': 1,
                            'max_memory_gb': 8.0,
                            'observables': ['S1 S1', 'S1 S2', 'S1'],
                            'size': 400}},
- 'config_hash': '4a4fd01b39f3f96d3135980a2e2411bd4decf7e74f07ce0c888bfb2ad69c8650',
- 'data_file': 'fig4_linear.93eff0825a9d.npz',
+ 'config_hash': 'd17cff904619ce127d7a68f5ccec32310413aff9b924582a6bfe5b980d1811a3',
+ 'data_file': 'fig4_linear.c2596bd7afc4.npz',
  'degree': 8,
  'source': 'examples/configs/fig4_linear.toml'}
 
 _STAMP = {'command': 'momentgen generate-truncation examples/configs/fig4_linear.toml '
             '--degree 8 --out generated/fig4_linear.py',
- 'data_sha256': '93eff0825a9d0a4dd126c4949e21517d19fa13e37e65bb30974c4985a011a32c',
+ 'data_sha256': 'c2596bd7afc48ca9ef270715c8de021dcf546a1fe6733a8efb9cbc20a31beb11',
  'momentgen': '0.2.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

@@ -62,6 +62,7 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
             'sgd': {'batch': 256, 'd': 200, 'lr': 0.01, 'seeds': [0, 1]},
             'truncation': {'closure': 'quadrature',
                            'degree': 5,
+                           'draws': 1,
                            'max_memory_gb': 8.0,
                            'observables': ['S1 S3',
                                            'S2 S4',
@@ -69,15 +70,15 @@ SPEC = {'config': {'init': {'1': {'c': 1.0,
                                            'S1 S1',
                                            'S1 S2'],
                            'size': 400}},
- 'config_hash': 'fcd4670bd0e4b8b81c93a65734d3037ff1e32c928235134e67aef7248a5b16f2',
- 'data_file': 'multihead_softmax.01fb9c65a897.npz',
+ 'config_hash': '3261d90f7c38134d169275e60c22906fb236d3abbaacd47b896ba93f735127bf',
+ 'data_file': 'multihead_softmax.c07540a62941.npz',
  'degree': 5,
  'source': 'examples/configs/multihead_softmax.toml'}
 
 _STAMP = {'command': 'momentgen generate-truncation '
             'examples/configs/multihead_softmax.toml --degree 5 --out '
             'generated/multihead_softmax.py',
- 'data_sha256': '01fb9c65a897da931b7a1cd51fbc51f3ffabbc88ff5615951cc52445c9c981b5',
+ 'data_sha256': 'c07540a62941df2b775529d58b76dbaa2935634e557052fd291547bba68be2c7',
  'momentgen': '0.2.0'}
 
 _module = _load(__file__, SPEC, _STAMP)
