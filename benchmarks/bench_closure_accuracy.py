@@ -23,7 +23,8 @@ Methods: the quadrature closure at order n (its whole solve, legs included), the
 combination ``2 q_n − q_{n−1}`` of two orders (cost: both solves), the matrix-model closure
 at size n (one Haar draw, its n/2 leg included), and its ensemble of S draws with control
 variates (``n×S``; `momentgen.ensemble`, two processes, the n/2 ensemble included). Columns:
-method, seconds, sup error over the compared words and times, the closure's own estimate.
+method, seconds, sup error over the compared words and times, the closure's own estimate, and
+the horizon the run reached (a run that stopped early is compared on what it reached).
 
 Writes ``OUT/closure_error_vs_cost.{png,svg,pdf}`` and ``.json``/``.csv`` of every number.
 Run: ``python benchmarks/bench_closure_accuracy.py [--cases untied-h1] [--seeds 8,8,6] [--out out/bench]``
@@ -43,6 +44,8 @@ from momentgen.closures import solve_with_closure
 from momentgen.comparison import run_tasks, theory_task
 from momentgen.config import load_config
 from momentgen.files import PAPER_FORMATS, provenance, save_figure, write_csv, write_json
+from momentgen.initial import exact_moments
+from momentgen.words import parse
 
 UNTIED_WORDS = ["M1 M2^T", "M1 M2", "M1 M1^T"]
 CASES = {
@@ -115,15 +118,13 @@ def flow_runs(config, dims, seeds, cache):
 def reference(config, runs, words, quadratic=False):
     """(f∞, its standard error, the worst lack of fit) on ``words``: least squares
     ``y = f∞ + a/d [+ b/d²] + β·(x₀ − μ₀)`` over every run, where ``x₀`` are the run's initial
-    values of every reported word and ``μ₀`` their exact d = ∞ values (quadrature, degree 7; a word
-    of degree > 7 is not a control). Lack of fit: max over d, words and times of |mean residual at
-    that d| / its standard error (≈ 2–3 when the model fits)."""
-    exact = solve_with_closure(config.replace(integrate={"points": 2}), "quadrature", degree=7)
-    known = [i for i, w in enumerate(words) if w in exact["series"] and len(w.split()) <= 7]
-    mu0 = np.array([exact["series"][words[i]][0] for i in known])
+    values of every reported word and ``μ₀`` their exact d = ∞ values. Lack of fit: max over d,
+    words and times of |mean residual at that d| / its standard error (≈ 2–3 when the model fits)."""
+    model = config.model
+    mu0 = exact_moments(model, config.inits(), [parse(w, model.kind, model.K) for w in words])
     Y = np.concatenate(list(runs.values()))
     sizes = np.concatenate([np.full(len(v), d) for d, v in runs.items()])
-    x0 = Y[:, known, 0] - mu0
+    x0 = Y[:, :, 0] - mu0
     controls = x0[:, x0.std(axis=0) > 1e-12 * (1 + np.abs(mu0))]
     powers = [1.0 / sizes] + ([1.0 / sizes**2] if quadratic else [])
     X = np.column_stack([np.ones(len(Y)), *powers, controls])
@@ -143,36 +144,33 @@ def reference(config, runs, words, quadratic=False):
 
 
 def closure_points(config, spec, exact):
-    """Rows (method, order, seconds, sup error, estimate) and the series of each quadrature order."""
+    """Rows (method, order, seconds, sup error, estimate, horizon reached). A run that stopped early
+    (e.g. a state at the feasible set's boundary) is compared on the part it reached."""
     words = list(config.section("truncation")["observables"])
+    times = np.linspace(0.0, config.section("integrate")["T"], exact.shape[1])
     rows, quadrature = [], {}
 
-    def measured(result):
-        return np.array([result["series"][w] for w in words])
+    def timed_solve(closure, **options):
+        start = time.perf_counter()
+        result = solve_with_closure(config.replace(truncation={"draws": options.pop("draws", 1)}), closure, **options)
+        return np.array([result["series"][w] for w in words]), time.perf_counter() - start, result["error_estimate"]
+
+    def add(method, order, values, seconds, estimate):
+        reached = values.shape[1]
+        sup = float(np.abs(values - exact[:, :reached]).max())
+        rows.append((method, order, seconds, sup, estimate, float(times[reached - 1])))
 
     for n in pick(spec["quadrature"], spec["quadrature"][:1]):
-        start = time.perf_counter()
-        result = solve_with_closure(config, "quadrature", degree=2 * n + 1)
-        seconds = time.perf_counter() - start
-        quadrature[n] = (measured(result), seconds)
-        rows.append(("quadrature", n, seconds, np.abs(quadrature[n][0] - exact).max(), result["error_estimate"]))
+        quadrature[n] = timed_solve("quadrature", degree=2 * n + 1)
+        add("quadrature", n, *quadrature[n])
         if n - 1 in quadrature:
-            combined = 2 * quadrature[n][0] - quadrature[n - 1][0]
-            cost = seconds + quadrature[n - 1][1]
-            rows.append(("quadrature 2q_n − q_n−1", n, cost, np.abs(combined - exact).max(), None))
+            (fine, seconds, _), (coarse, cost, _) = quadrature[n], quadrature[n - 1]
+            reached = min(fine.shape[1], coarse.shape[1])
+            add("quadrature 2q_n − q_n−1", n, 2 * fine[:, :reached] - coarse[:, :reached], seconds + cost, None)
     for size in pick(spec["sizes"], spec["sizes"][:1]):
-        start = time.perf_counter()
-        result = solve_with_closure(config, "matrix-model", size=size)
-        seconds = time.perf_counter() - start
-        rows.append(("matrix-model", size, seconds, np.abs(measured(result) - exact).max(), result["error_estimate"]))
+        add("matrix-model", size, *timed_solve("matrix-model", size=size))
     for size, draws in pick(spec["ensembles"], [(20, 6)] if spec["ensembles"] else []):
-        start = time.perf_counter()
-        result = solve_with_closure(config.replace(truncation={"draws": draws}), "matrix-model", size=size)
-        seconds = time.perf_counter() - start
-        label = f"{size}×{draws}"
-        rows.append(
-            ("matrix-model ensemble", label, seconds, np.abs(measured(result) - exact).max(), result["error_estimate"])
-        )
+        add("matrix-model ensemble", f"{size}×{draws}", *timed_solve("matrix-model", size=size, draws=draws))
     return rows
 
 
@@ -205,12 +203,12 @@ def main():
             f"reference: {time.perf_counter() - start:.1f} s, standard error ≤ {error.max():.2e} (resolution 3 SE), "
             f"lack of fit ≤ {misfit:.1f} SE"
         )
-        print(f"{'method':>26s} {'order':>6s} {'seconds':>8s} {'sup error':>10s} {'estimate':>9s}")
+        print(f"{'method':>26s} {'order':>6s} {'seconds':>8s} {'sup error':>10s} {'estimate':>9s} {'reached':>8s}")
         rows = closure_points(config, spec, exact)
-        for method, order, seconds, sup, estimate in rows:
+        for method, order, seconds, sup, estimate, reached in rows:
             shown = "" if estimate is None else f"{estimate:9.2e}"
-            print(f"{method:>26s} {order:>6} {seconds:8.2f} {sup:10.2e} {shown:>9s}", flush=True)
-            table.append([case, method, order, seconds, sup, estimate])
+            print(f"{method:>26s} {order:>6} {seconds:8.2f} {sup:10.2e} {shown:>9s} {reached:8.3g}", flush=True)
+            table.append([case, method, order, seconds, sup, estimate, reached])
         record["cases"][case] = {
             "config": {"hash": config.digest, "tables": config.raw},
             "reference": {
@@ -221,10 +219,11 @@ def main():
                 "quadratic": args.quadratic,
             },
             "target": spec["target"],
-            "rows": [dict(zip(("method", "order", "seconds", "sup_error", "estimate"), r)) for r in rows],
+            "rows": [dict(zip(("method", "order", "seconds", "sup_error", "estimate", "reached"), r)) for r in rows],
         }
     write_json(out / "closure_error_vs_cost.json", record)
-    write_csv(out / "closure_error_vs_cost.csv", ["case", "method", "order", "seconds", "sup_error", "estimate"], table)
+    header = ["case", "method", "order", "seconds", "sup_error", "estimate", "reached"]
+    write_csv(out / "closure_error_vs_cost.csv", header, table)
     save_figure(plot(record), out / "closure_error_vs_cost.png", formats=PAPER_FORMATS, dpi=150)
     print(f"\nwrote {out / 'closure_error_vs_cost'}.{{png,svg,pdf,json,csv}}")
 

@@ -406,9 +406,11 @@ class _PairGeometry:
 
 
 def _check_psd(w, name, Q1, Q2):
-    """Raise unless the eigenvalues ``w`` of ``name`` are ≥ 0 (to rounding); the message is
-    built only on failure (this runs at every evaluation)."""
-    if w.min() < -1e-10 * max(1.0, np.abs(w).max()):
+    """Raise unless the eigenvalues ``w`` of ``name`` are ≥ 0 to the integrators' tolerance (10⁻⁸
+    relative: a student that has converged onto its teacher sits on the boundary, Q1 + Q2 singular,
+    and states within rtol = 10⁻⁹ of it reach −5e-10); the message is built only on failure (this
+    runs at every evaluation)."""
+    if w.min() < -1e-8 * max(1.0, np.abs(w).max()):
         raise InfeasibleState(
             f"order parameters outside the feasible set: {name} has eigenvalue {w.min():.3g} < 0 at "
             f"Q1={Q1.tolist()}, Q2={Q2.tolist()}; q1 + q2 and q1 - q2 (tied: q; direct: Omega ± Psi) must be "

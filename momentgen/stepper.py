@@ -130,7 +130,10 @@ def integrate(
             limit = min(limit, last) / _SHRINK
             if failures > _RETRIES or total_failures > _FAILURES or limit < 1e-12 * max(1.0, abs(T)):
                 return finish(getattr(error, "status", recoverable_status), f"stopped after t = {t:.6g}: {error}", t)
-            solver = start(t, y, limit)
+            try:  # the new solver's first-step selection evaluates fun as well
+                solver = start(t, y, limit)
+            except recoverable as again:
+                return finish(getattr(again, "status", recoverable_status), f"stopped after t = {t:.6g}: {again}", t)
             calm = 0
             continue
         for tg, value in outputs:
@@ -158,8 +161,10 @@ def integrate(
         calm += 1
         if limit < np.inf and calm >= _CALM and solver.status == "running":  # past the trouble: full steps again
             nfev += solver.nfev
-            limit = np.inf
-            solver = start(t, y)
+            try:
+                solver, limit = start(t, y), np.inf
+            except recoverable:  # keep the short steps that got here
+                solver = start(t, y, limit)
         if solver.status == "finished" and next_out < len(grid):
             break
     nfev += solver.nfev
