@@ -23,6 +23,8 @@ def run_tasks(tasks, n_jobs=None, scheduler=None, progress=None):
     stderr (default: when stderr is a terminal).
     """
     jobs = [joblib.delayed(function)(*args) for function, args in tasks]
+    if not jobs:
+        return []
     if scheduler is None:
         parallel = joblib.Parallel(n_jobs=n_jobs or min(2, len(jobs)), backend="loky", return_as="generator")
         show = sys.stderr.isatty() if progress is None else progress

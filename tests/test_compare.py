@@ -212,3 +212,8 @@ def test_compare_starts_the_theory_from_the_sgd_matrices_by_default():
     from momentgen.cli import _parser
 
     assert _parser().parse_args(["compare", "x.toml"]).theory_init == "finite"
+
+
+def test_no_tasks_is_an_empty_list():
+    """Nothing to run (e.g. every reference flow cached) returns [] instead of asking joblib for 0 workers."""
+    assert run_tasks([]) == []
