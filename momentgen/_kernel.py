@@ -7,8 +7,9 @@ Layout (`segment_rows`): the terms of a row are grouped into *segments* of one c
 symbol, so the inner loop is a plain weighted gather ``Σ w_j y[target_j]`` (12 bytes a term,
 as a CSR mat-vec) and each segment's sum is scaled by its coefficient once. Two accumulators
 break the add-latency chain. Measured at 58 218 words (455 721 terms, 3 symbols;
-``python benchmarks/bench_truncation.py``): 1.24–1.30× a scipy CSR mat-vec of equal nnz,
-against 1.56–1.80× for one coefficient load per term in the same runs.
+``python benchmarks/bench_truncation.py``, median of 25 interleaved pairs): 1.22–1.37× a scipy
+CSR mat-vec of equal nnz, against 1.54–1.96× for the previous layout (a symbol and a weight
+per term) in the same runs.
 """
 
 from typing import NamedTuple
