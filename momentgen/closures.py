@@ -39,7 +39,7 @@ from .problem import Problem
 from .representation import vector_moments
 from .results import Result
 from .truncation import Truncation
-from .words import canonical, parse
+from .words import canonical
 
 __all__ = [
     "Closure",
@@ -223,9 +223,9 @@ class MatrixModelClosure(FlowClosure):
     (tied h2 case: n = 800 is 3.2e-3 from the exact curve where n vs 400 differ by 1.0e-3), so
     the status is ``"unverified"``. With ``[truncation] draws = S > 1`` each leg is an ensemble of
     S draws averaged with control variates (`momentgen.ensemble`), run on two processes; its
-    estimate adds 3 standard errors of the size-n ensemble. Given finite matrices (a problem with ``factors``, e.g. a
-    from-file init) it is their own matrix flow: no closure, the exact solution of the hierarchy
-    from their moments (estimate: the integration tolerance)."""
+    estimate adds 3 standard errors of the size-n ensemble. Given finite matrices (a problem with
+    ``factors``, e.g. a from-file init) it is their own matrix flow: no closure, the exact solution
+    of the hierarchy from their moments (estimate: the integration tolerance)."""
 
     name = "matrix-model"
 
@@ -282,12 +282,17 @@ class MatrixModelClosure(FlowClosure):
             return run_ensemble(problem, size, seed, means)
         model = problem.model
         factors = problem.factors if size == "given" else law_factors(model, problem.specs, size, seed=seed)
-        codes = [parse(w, model.kind, model.K) for w in problem.words]
         if problem.kappa > 0:  # the finite-learning-rate term: the stochastic matrix model
             return run_stochastic(
-                model, factors, problem.source(means), times=problem.times, codes=codes, texts=problem.words, seed=seed
+                model,
+                factors,
+                problem.source(means),
+                times=problem.times,
+                codes=problem.word_codes,
+                texts=problem.words,
+                seed=seed,
             )
-        return run_flow(model, factors, problem.source(means), times=problem.times, codes=codes, texts=problem.words)
+        return problem.matrix_flow(factors, means)
 
 
 class QuadratureClosure(FlowClosure):
@@ -345,7 +350,7 @@ class QuadratureClosure(FlowClosure):
         n, variant = resolution
         model = problem.model
         oracle = None if problem.factors is None else matrix_moments(model, problem.factors)
-        codes = [parse(w, model.kind, model.K) for w in problem.words]
+        codes = problem.word_codes
         read = {c for word in codes if len(word) > 1 for c in word}
         generators = set(model.family.driving_letters(model)) | read  # letters read only alone ride along
         representation = initial_representation(model, problem.specs, n, oracle, generators=generators, variant=variant)

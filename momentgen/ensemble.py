@@ -18,11 +18,9 @@ import numpy as np
 
 from .config import parse_config
 from .flow import FlowRun
-from .flow import run as run_flow
-from .initial import exact_moments, law_factors
+from .initial import law_factors
 from .parallel import run_tasks
 from .problem import Problem
-from .words import parse
 
 __all__ = ["control_variate_mean", "run_ensemble", "MIN_DRAWS"]
 
@@ -59,12 +57,9 @@ def control_variate_mean(values, controls):
 def _draws(config_raw, source, size, seeds, means):
     """One process's share of an ensemble: the trajectories of the draws ``seeds`` (a task)."""
     problem = Problem.from_config(parse_config(config_raw, source))
-    model = problem.model
-    codes = [parse(w, model.kind, model.K) for w in problem.words]
     out = []
     for seed in seeds:
-        factors = law_factors(model, problem.specs, size, seed=seed)
-        run = run_flow(model, factors, problem.source(means), times=problem.times, codes=codes, texts=problem.words)
+        run = problem.matrix_flow(law_factors(problem.model, problem.specs, size, seed=seed), means)
         out.append((run.t, np.array([run.series[w] for w in problem.words]), run.status, run.message))
     return out
 
@@ -82,9 +77,7 @@ def run_ensemble(problem, size, seeds, means, n_jobs=2):
     reached = min(len(t) for t, *_ in runs)
     stopped = [(status, message) for _, _, status, message in runs if status != "ok"]
     values = np.array([series[:, :reached] for _, series, _, _ in runs])
-    model = problem.model
-    codes = [parse(w, model.kind, model.K) for w in problem.words]
-    controls = values[:, :, 0] - exact_moments(model, problem.specs, codes)
+    controls = values[:, :, 0] - problem.initial_moments(problem.word_codes)  # exact d = ∞ values: no factors
     mean, error = control_variate_mean(values, controls)
     status, message = stopped[0] if stopped else ("ok", "")
     return FlowRun(

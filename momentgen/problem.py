@@ -13,11 +13,13 @@ from functools import cached_property
 
 import numpy as np
 
+from .flow import run as run_flow
 from .hierarchy import build
 from .initial import empirical_moments, exact_moments
 from .matrices import means as factor_means
 from .potential import Potential
 from .truncation import CoefficientSource, Truncation, check_kappa
+from .words import parse
 
 __all__ = ["Problem"]
 
@@ -87,6 +89,11 @@ class Problem:
         """The reported canonical words (`Config.reported_words`)."""
         return self.config.reported_words()
 
+    @cached_property
+    def word_codes(self):
+        """The reported words as letter-code tuples (the flow engine's and the moment oracles' form)."""
+        return [parse(w, self.model.kind, self.model.K) for w in self.words]
+
     @property
     def means(self):
         """Initial means of a kind with a mean (the factors' own when given), else None."""
@@ -110,6 +117,13 @@ class Problem:
         truncation = Truncation(program, self.potential, self.gamma, means=self.means)
         times, m = truncation.fast_phase(self.initial_moments(program.word_codes), self.integrate["fast_T"])
         return {"fast_t": times, "fast_m": m, "m_star": truncation.m.copy()}
+
+    def matrix_flow(self, factors, means=None):
+        """``factors`` moved by the kind's matrix flow with the theory's coefficients (starting on the
+        branch ``means``), the reported words read as ``(1/d) Tr`` on `times`: a `momentgen.flow.FlowRun`."""
+        return run_flow(
+            self.model, factors, self.source(means), times=self.times, codes=self.word_codes, texts=self.words
+        )
 
     def source(self, means=None):
         """The theory's `CoefficientSource` for the flow engine, starting on the branch ``means``."""

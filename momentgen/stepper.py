@@ -160,11 +160,13 @@ def integrate(
             on_step(t, y)
         calm += 1
         if limit < np.inf and calm >= _CALM and solver.status == "running":  # past the trouble: full steps again
-            nfev += solver.nfev
             try:
-                solver, limit = start(t, y), np.inf
-            except recoverable:  # keep the short steps that got here
-                solver = start(t, y, limit)
+                fresh = start(t, y)
+            except recoverable:  # keep the short-step solver that got here: it is still valid
+                fresh = None
+            if fresh is not None:
+                nfev += solver.nfev
+                solver, limit = fresh, np.inf
         if solver.status == "finished" and next_out < len(grid):
             break
     nfev += solver.nfev

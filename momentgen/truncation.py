@@ -187,7 +187,7 @@ class Truncation:
         p, n = self.program, len(y)
         c = self.coefficients(y)
         columns, sensitivity = self._sensitivity(y)
-        terms = self._terms  # grouped by symbol inside each row: the row pointer still holds
+        terms = self._terms  # reordered only inside rows, so the program's row pointer still applies
         symbol, weight, target = terms.term_symbols(), terms.weight, terms.target
         per_symbol = scipy.sparse.csr_matrix((weight * y[target], (self._rows, symbol)), shape=(n, len(c)))  # L_s y
         dense = per_symbol @ sensitivity
