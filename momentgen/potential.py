@@ -701,13 +701,52 @@ def _additive_groups(expr):
 
     Each group is integrated over its own (often much smaller) set of directions: a
     row-softmax loss on L = 2 tokens is a sum over rows, each row a 2-dimensional integral
-    for K = 2 instead of one 4-dimensional one.
+    for K = 2 instead of one 4-dimensional one. Where multiplying out each top-level term
+    (a square of a sum of heads, say) makes the largest group depend on fewer variables, the
+    expanded terms are grouped instead: the multi-head softmax loss with four heads is then
+    a sum of 2-dimensional integrals (pairs of heads) instead of 4-dimensional ones (all
+    heads of a row), about 10× fewer points for the same accuracy.
     """
+    plain = _group_terms(sympy.Add.make_args(expr))
+    if sum(_expanded_size(term) for term in sympy.Add.make_args(expr)) <= _MAX_EXPANDED_TERMS:
+        expanded = _group_terms(
+            [
+                part
+                for term in sympy.Add.make_args(expr)
+                for part in sympy.Add.make_args(sympy.expand(term, deep=False, **_EXPAND_PRODUCTS))
+            ]
+        )
+        if _widest(expanded) < _widest(plain):
+            return expanded
+    return plain
+
+
+_MAX_EXPANDED_TERMS = 512  # expand only when it cannot blow up the kernel
+_EXPAND_PRODUCTS = dict(mul=True, multinomial=True, power_base=False, power_exp=False, log=False)
+
+
+def _group_terms(terms):
     groups = {}
-    for term in sympy.Add.make_args(expr):
+    for term in terms:
         key = frozenset(term.free_symbols)
         groups[key] = groups.get(key, 0) + term
-    return [g for g in groups.values() if g.free_symbols] or [expr]
+    return [g for g in groups.values() if g.free_symbols] or [sum(terms)]
+
+
+def _widest(groups):
+    return max(len(g.free_symbols) for g in groups)
+
+
+def _expanded_size(term):
+    """How many terms multiplying out ``term`` at its top level gives (an upper bound)."""
+    if term.is_Pow and term.base.is_Add and term.exp.is_Integer and term.exp > 1:
+        return comb(len(term.base.args) + int(term.exp) - 1, int(term.exp))
+    if term.is_Mul:
+        size = 1
+        for factor in term.args:
+            size *= _expanded_size(factor)
+        return size
+    return len(term.args) if term.is_Add else 1
 
 
 @lru_cache(maxsize=64)
