@@ -7,15 +7,22 @@ Gauss–Hermite with 17 nodes per dimension over the 4 relevant dimensions (83 5
 the loss evaluated with numpy, gradients by central finite differences of Φ (7 Φ
 evaluations for the 3 independent entries of q). Both are compared with a very fine rule.
 
+Second part: the four-head softmax loss of `multihead_softmax` (K = 4, L = 2), whose squares
+multiplied out are sums of pair-of-heads terms (2-dimensional integrals), against the same
+potential integrated row by row (4-dimensional, what momentgen did before), both calibrated to
+rtol = 1e-4 and timed in interleaved pairs at a state along the run.
+
 Run: ``make bench`` (or ``python benchmarks/bench_potential.py``).
 """
 
 import time
+from unittest import mock
 
 import numpy as np
 import sympy
-from common import best, pick
+from common import best, paired, pick
 
+from momentgen import potential as potential_module
 from momentgen.losses import builtin
 from momentgen.potential import Potential
 
@@ -99,6 +106,43 @@ def main():
         f"reported error estimate {value.error if value.error is not None else 'n/a'}; "
         f"with estimate_error=True: {potential.evaluate(q=Q, estimate_error=True).error:.1e}"
     )
+
+    multihead()
+
+
+def multihead():
+    """Φ of four softmax heads: pair-of-heads groups (now) vs one group per row (before)."""
+    loss = builtin("multihead-softmax-mse", L=2, K=4, student=[1, 2], teacher=[3, 4])
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((4, 4)) * 0.4
+    q = 0.7 * np.eye(4) + A @ A.T
+    pairs = Potential(loss, "tied", rtol=1e-4)
+    with mock.patch.object(potential_module, "_additive_groups", _row_groups):
+        rows = Potential(loss, "tied", rtol=1e-4)
+    fine = Potential(loss, "tied", level=60).evaluate(q=q)
+    now, before = pairs.evaluate(q=q), rows.evaluate(q=q)
+    seconds_now, seconds_before, ratio = paired(
+        lambda: pairs.evaluate(q=q), lambda: rows.evaluate(q=q), repeat=15, inner=pick(5, 1)
+    )
+
+    def rel(v):  # rtol's own measure: the largest error relative to the largest of |Φ|, |∂Φ/∂q|
+        scale = max(abs(fine.phi), np.abs(fine.dQ1).max())
+        return max(abs(v.phi - fine.phi), np.abs(v.dQ1 - fine.dQ1).max()) / scale
+
+    print("\nmultihead-softmax-mse, L = 2, K = 4 (two student, two teacher heads), tied")
+    print(f"{'grouping':46s} {'time':>10s} {'rel err':>9s} {'level':>6s}")
+    for label, seconds, value, potential in (
+        ("pairs of heads, 2-D integrals (now)", seconds_now, now, pairs),
+        ("one group per row, 4-D integrals (before)", seconds_before, before, rows),
+    ):
+        level = potential.accuracy_report()["level"]
+        print(f"{label:46s} {seconds * 1e3:8.2f}ms {rel(value):9.1e} {level:6d}")
+    print(f"ratio now/before: {ratio:.3f} (median of interleaved pairs)")
+
+
+def _row_groups(expr):
+    """The grouping before: top-level terms by the variables they use, nothing multiplied out."""
+    return potential_module._group_terms(sympy.Add.make_args(expr))
 
 
 if __name__ == "__main__":

@@ -262,9 +262,15 @@ class MatrixModelClosure(FlowClosure):
         if set(runs) == {"fine", "seed"}:
             return False, "difference of two noise seeds — not a bound (it misses the O(1/d) bias of this size)"
         if "standard_error" in runs["fine"].info:
+            left_out = {name: run.info.get("other_branch", 0) for name, run in runs.items()}
+            branches = "".join(
+                f"; {count} draw(s) of the {name} ensemble ended on another branch and were left out"
+                for name, count in left_out.items()
+                if count
+            )
             return False, (
                 "difference of the control-variate means at sizes n and n/2 plus 3 standard errors of the "
-                "n ensemble — not a bound (a statistical estimate); cross-check with the quadrature closure"
+                f"n ensemble — not a bound (a statistical estimate); cross-check with the quadrature closure{branches}"
             )
         if problem.kappa > 0:
             return False, (

@@ -118,11 +118,6 @@ def _haar(n, rng):
     return Q * np.sign(np.diag(R))
 
 
-def _haar(n, rng):
-    Q, R = np.linalg.qr(rng.standard_normal((n, n)))
-    return Q * np.sign(np.diag(R))
-
-
 def law_factors(model, specs, n, seed=0):
     """Deterministic n-dimensional factors whose letters follow the d = ∞ initial law.
 

@@ -5,7 +5,7 @@ import pytest
 
 from momentgen.closures import solve_with_closure
 from momentgen.config import load_config
-from momentgen.ensemble import control_variate_mean
+from momentgen.ensemble import control_variate_mean, main_branch
 from momentgen.errors import ModelError
 from momentgen.oracles import riccati_tied_moments
 from momentgen.potential import Potential
@@ -39,6 +39,33 @@ def test_control_variates_keep_degrees_of_freedom():
     mean, error = control_variate_mean(y, x)
     assert np.isfinite(mean) and error > 0
     assert abs(mean - 3.0) < 5 * error + 0.5  # a loose sanity bound: 10 draws, 5 controls
+
+
+def test_control_variates_do_not_extrapolate_a_systematic_offset():
+    """A control whose draws all sit off its d = ∞ value (mean 3 spreads away: untied μ(M) = m/√n)
+    is not used: the intercept stays the plain mean of the draws (the regression would move it by
+    β × offset = 0.6, here 23 SE), and the others still reduce the noise."""
+    rng = np.random.default_rng(2)
+    x = np.column_stack([rng.standard_normal(40), 0.2 + 0.05 * rng.standard_normal(40)])
+    y = 1.0 + 0.8 * x[:, 0] + 3.0 * x[:, 1] + 0.02 * rng.standard_normal(40)
+    mean, error = control_variate_mean(y, x)
+    with_offset = 1.0 + 3.0 * 0.2  # what the draws estimate
+    assert abs(mean - with_offset) <= 3 * error and error < 0.05
+    plain = y.std(ddof=1) / np.sqrt(40)
+    assert error < 0.5 * plain  # the first control is used: error 0.026 vs plain 0.125 (measured)
+
+
+def test_main_branch_leaves_out_draws_on_another_attractor_only():
+    """Synthetic trajectories: 14 draws near +0.5 and 2 near −0.5 (untied h2 at n = 50) — the two are
+    left out; 2 000 ensembles of 40 Gaussian draws (20 words × times each) — none ever loses a draw
+    (10 robust deviations: a Gaussian tail of 1e-23); an even 8/8 split is bimodal and kept whole."""
+    rng = np.random.default_rng(3)
+    values = 0.5 + 0.02 * rng.standard_normal((16, 3, 5))
+    values[[3, 12]] *= -1
+    assert np.flatnonzero(~main_branch(values)).tolist() == [3, 12]
+    assert all(main_branch(rng.standard_normal((40, 4, 5))).all() for _ in range(2000))
+    values[:8] *= -1
+    assert main_branch(values).all()
 
 
 def test_ensemble_beats_one_draw_on_the_tied_escape():

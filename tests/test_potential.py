@@ -268,7 +268,9 @@ def test_multihead_softmax_is_integrated_over_pairs_of_heads_and_agrees_with_mon
         for k, l in moves:
             E = np.zeros((4, 4))
             E[k, l] = E[l, k] = h
-            up, down = (multihead_attention_loss(gaussian_samples_from(potential, q + s * E, z)).mean() for s in (1, -1))
+            up, down = (
+                multihead_attention_loss(gaussian_samples_from(potential, q + s * E, z)).mean() for s in (1, -1)
+            )
             row.append((up - down) / (2 * h))
         batches.append(row)
     batches = np.array(batches)
