@@ -7,7 +7,7 @@ Cases (``--cases``, default all three):
   even: from m₁ = 0 exactly, the unstable symmetric point, finite-d runs pick the branch ±m* at
   random and their average means nothing); the overlap rises at once and saturates at 0.5;
 * ``tied-K4`` — `multihead_softmax` (tied, K = 4: two trainable heads, two teacher heads, row
-  softmax, L = 2), t ∈ [0, 1].
+  softmax, L = 2), t ∈ [0, 1] (reference seeds 48/64/24: a flow at d = 800 costs ~35 s).
 
 Reference: the finite-d slow matrix flow (the matrix-model closure run on Gaussian matrices of
 size d: `momentgen.comparison.theory_task`) at d = 200, 400, 800 with several seeds, fitted as
@@ -22,7 +22,9 @@ hash, d and seed), so a second run costs only the closures.
 Methods: the quadrature closure at order n (its whole solve, legs included), the Richardson
 combination ``2 q_n − q_{n−1}`` of two orders (cost: both solves), the matrix-model closure
 at size n (one Haar draw, its n/2 leg included), and its ensemble of S draws with control
-variates (``n×S``; `momentgen.ensemble`, two processes, the n/2 ensemble included). Columns:
+variates (``n×S``; `momentgen.ensemble`, two processes, the n/2 ensemble included); for tied K = 4
+also the baseline *before* the pair-of-heads grouping of Φ (`common.row_by_row`: the quadrature
+closure with Φ integrated row by row, 4-D, timed in the same run). Columns:
 method, seconds, sup error over the compared words and times, the closure's own estimate, and
 the horizon the run reached (a run that stopped early is compared on what it reached).
 
@@ -37,7 +39,7 @@ import tempfile
 import time
 
 import numpy as np
-from common import SMOKE, pick
+from common import SMOKE, pick, row_by_row
 from matplotlib.figure import Figure
 
 from momentgen.closures import solve_with_closure
@@ -75,6 +77,7 @@ CASES = {
         name="multihead_softmax",
         changes=dict(integrate={"T": 1.0, "points": 11}),
         quadrature=(1, 2, 3, 4),
+        before=(1, 2),  # the quadrature closure with Φ integrated row by row, as before the pair grouping
         sizes=(50, 100, 200),
         ensembles=((100, 16), (200, 8)),
         target=1e-3,
@@ -169,6 +172,9 @@ def closure_points(config, spec, exact):
             (fine, seconds, _), (coarse, cost, _) = quadrature[n], quadrature[n - 1]
             reached = min(fine.shape[1], coarse.shape[1])
             add("quadrature 2q_n − q_n−1", n, 2 * fine[:, :reached] - coarse[:, :reached], seconds + cost, None)
+    for n in pick(spec.get("before", ()), ()):
+        with row_by_row():
+            add("quadrature, Φ row by row (before)", n, *timed_solve("quadrature", degree=2 * n + 1))
     for size in pick(spec["sizes"], spec["sizes"][:1]):
         add("matrix-model", size, *timed_solve("matrix-model", size=size))
     for size, draws in pick(spec["ensembles"], [(20, 6)] if spec["ensembles"] else []):
@@ -206,11 +212,11 @@ def main():
             f"reference: {time.perf_counter() - start:.1f} s, standard error ≤ {error.max():.2e} (resolution 3 SE), "
             f"lack of fit ≤ {misfit:.1f} SE"
         )
-        print(f"{'method':>26s} {'order':>6s} {'seconds':>8s} {'sup error':>10s} {'estimate':>9s} {'reached':>8s}")
+        print(f"{'method':>34s} {'order':>6s} {'seconds':>8s} {'sup error':>10s} {'estimate':>9s} {'reached':>8s}")
         rows = closure_points(config, spec, exact)
         for method, order, seconds, sup, estimate, reached in rows:
             shown = "" if estimate is None else f"{estimate:9.2e}"
-            print(f"{method:>26s} {order:>6} {seconds:8.2f} {sup:10.2e} {shown:>9s} {reached:8.3g}", flush=True)
+            print(f"{method:>34s} {order:>6} {seconds:8.2f} {sup:10.2e} {shown:>9s} {reached:8.3g}", flush=True)
             table.append([case, method, order, seconds, sup, estimate, reached])
         record["cases"][case] = {
             "config": {"hash": config.digest, "tables": config.raw},
@@ -232,25 +238,32 @@ def main():
 
 
 def plot(record):
-    """One panel per case: sup error against seconds, each method a line labelled by its order,
-    the target (dashed), the 30 s budget (dotted) and the reference's resolution (shaded)."""
+    """One panel per case: sup error against seconds, each method a line labelled by its order (one
+    colour per method in every panel), the target (dashed), the 30 s budget (dotted) and the
+    reference's resolution (shaded); one legend below the panels."""
     cases = record["cases"]
-    figure = Figure(figsize=(4.2 * len(cases), 3.6), layout="constrained")
+    methods = list(dict.fromkeys(r["method"] for data in cases.values() for r in data["rows"]))
+    colours = {method: f"C{i}" for i, method in enumerate(methods)}
+    figure = Figure(figsize=(4.2 * len(cases), 4.2), layout="constrained")
     axes = np.atleast_1d(figure.subplots(1, len(cases)))
     for ax, (case, data) in zip(axes, cases.items()):
         for method in dict.fromkeys(r["method"] for r in data["rows"]):
             points = [r for r in data["rows"] if r["method"] == method]
             x, y = [p["seconds"] for p in points], [p["sup_error"] for p in points]
-            (line,) = ax.loglog(x, y, "o-", label=method)
+            ax.loglog(x, y, "o-", color=colours[method], label=method)
             for p in points:
-                ax.annotate(str(p["order"]), (p["seconds"], p["sup_error"]), fontsize=7, color=line.get_color(),
+                ax.annotate(str(p["order"]), (p["seconds"], p["sup_error"]), fontsize=7, color=colours[method],
                             xytext=(3, 3), textcoords="offset points")  # fmt: skip
-        ax.axhline(data["target"], ls="--", c="k", lw=0.8, label=f"target {data['target']:g}")
+        ax.axhline(data["target"], ls="--", c="k", lw=0.8, label="target")
         ax.axvline(30.0, ls=":", c="k", lw=0.8, label="30 s")
         ax.axhspan(1e-6, 3 * data["reference"]["standard_error"], color="0.85", label="reference ± 3 SE")
         ax.set_ylim(bottom=min(1e-4, data["target"] / 3))
+        ax.set_xlim(right=max(ax.get_xlim()[1], 45.0))  # the 30 s budget always in view
         ax.set(title=case, xlabel="seconds (2 cores)", ylabel="sup error vs d → ∞ reference")
-    axes[0].legend(fontsize=7)
+    handles = {}
+    for ax in axes:
+        handles.update(zip(*reversed(ax.get_legend_handles_labels())))
+    figure.legend(handles.values(), handles.keys(), loc="outside lower center", ncols=4, fontsize=7)
     return figure
 
 

@@ -1,4 +1,5 @@
-"""Shared helpers of the benchmarks: one BLAS thread, best-of-n and paired timing, and the smoke mode.
+"""Shared helpers of the benchmarks: one BLAS thread, best-of-n and paired timing, the smoke mode, and
+the row-by-row grouping of Φ (a baseline).
 
 ``--smoke``: every benchmark at a tiny size (``make bench-smoke``, part of CI): it checks that
 the benchmarks still run against the current API, not the numbers.
@@ -6,9 +7,13 @@ the benchmarks still run against the current API, not the numbers.
 
 import sys
 import time
+from unittest import mock
 
 import numpy as np
+import sympy
 from threadpoolctl import threadpool_limits
+
+from momentgen import potential
 
 # One BLAS thread per process: up to 16× faster than two on the shared 2-core machines.
 # (threadpoolctl acts on already-loaded libraries, so the import order does not matter.)
@@ -56,3 +61,13 @@ def paired(first, second, repeat=25, inner=10):
         seconds.append(pair[1])
         ratios.append(pair[0] / pair[1])
     return float(np.median(firsts)), float(np.median(seconds)), float(np.median(ratios))
+
+
+def row_by_row():
+    """Context in which new potentials group the loss as before the pair-of-heads change: top-level
+    terms by the variables they use, nothing multiplied out (the baseline of the Φ benchmarks)."""
+
+    def groups(expr):
+        return potential._group_terms(sympy.Add.make_args(expr))
+
+    return mock.patch.object(potential, "_additive_groups", groups)
