@@ -260,10 +260,11 @@ def plot(record):
         ax.set_ylim(bottom=min(1e-4, data["target"] / 3))
         ax.set_xlim(right=max(ax.get_xlim()[1], 45.0))  # the 30 s budget always in view
         ax.set(title=case, xlabel="seconds (2 cores)", ylabel="sup error vs d → ∞ reference")
-    handles = {}
+    legend = {}  # label → handle, each once, over every panel
     for ax in axes:
-        handles.update(zip(*reversed(ax.get_legend_handles_labels())))
-    figure.legend(handles.values(), handles.keys(), loc="outside lower center", ncols=4, fontsize=7)
+        handles, labels = ax.get_legend_handles_labels()
+        legend.update(zip(labels, handles))
+    figure.legend(legend.values(), legend.keys(), loc="outside lower center", ncols=4, fontsize=7)
     return figure
 
 
