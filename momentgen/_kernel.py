@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-__all__ = ["apply_program", "segment_rows", "Segments", "NO_NOISE"]
+__all__ = ["apply_program", "segment_rows", "symbol_type", "Segments", "NO_NOISE"]
 
 
 class Segments(NamedTuple):
@@ -39,6 +39,11 @@ class Segments(NamedTuple):
         return np.repeat(self.segment_symbol, np.diff(self.segment_start.astype(np.int64)))
 
 
+def symbol_type(largest):
+    """The smallest unsigned type of symbol indices up to ``largest`` (the kernel is memory-bound)."""
+    return np.uint16 if largest < 2**16 else np.uint32
+
+
 def segment_rows(indptr, symbol, target, weight):
     """`Segments` of CSR-ordered terms (``indptr`` the row pointer). Compact *unsigned* index types:
     the kernel is memory-bound, and an unsigned index spares numba the negative-index wraparound
@@ -50,11 +55,10 @@ def segment_rows(indptr, symbol, target, weight):
     changes = (rows[1:] != rows[:-1]) | (symbol[1:] != symbol[:-1])
     start = np.flatnonzero(np.r_[True, changes]) if nnz else np.zeros(0, int)
     index = np.uint32 if nnz < 2**32 else np.uint64
-    symbol_type = np.uint16 if symbol.size == 0 or symbol.max() < 2**16 else np.uint32
     return Segments(
         np.searchsorted(rows[start], np.arange(n + 1)).astype(index),
         np.append(start, nnz).astype(index),
-        symbol[start].astype(symbol_type),
+        symbol[start].astype(symbol_type(symbol.max() if symbol.size else 0)),
         np.asarray(target)[order].astype(np.uint32),
         np.asarray(weight, dtype=float)[order],
     )

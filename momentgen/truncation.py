@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse
 
-from ._kernel import NO_NOISE, apply_program, segment_rows
+from ._kernel import NO_NOISE, apply_program, segment_rows, symbol_type
 from .errors import STATE_ERRORS, PotentialError
 from .hierarchy import build
 from .initial import empirical_moments, exact_moments
@@ -92,17 +92,17 @@ class Truncation:
         self._terms = segment_rows(
             program.indptr, program.symbol, program.target, factors[program.symbol] * program.multiplicity
         )
-        symbol_type = np.uint16 if len(program.symbols) < 2**16 else np.uint32
+        noise_type = symbol_type(len(program.symbols) - 1)
         self._noise = (
             (
                 program.noise_indptr.astype(np.int64),
-                program.noise_symbol.astype(symbol_type),
+                program.noise_symbol.astype(noise_type),
                 program.noise_left.astype(np.int32),
                 program.noise_right.astype(np.int32),
                 (factors[program.noise_symbol] * program.noise_multiplicity).astype(float),
             )
             if len(program.noise_symbol)
-            else NO_NOISE[:1] + (NO_NOISE[1].astype(symbol_type),) + NO_NOISE[2:]
+            else NO_NOISE[:1] + (NO_NOISE[1].astype(noise_type),) + NO_NOISE[2:]
         )
         K = self.model.K
         pairs = [(k, l) for k in range(1, K + 1) for l in range(1, K + 1)]
