@@ -51,27 +51,18 @@ from momentgen.initial import exact_moments
 from momentgen.words import parse
 
 UNTIED_WORDS = ["M1 M2^T", "M1 M2", "M1 M1^T"]
+UNTIED = dict(  # what both untied cases run and aim at
+    name="fig3_untied_h1",
+    quadrature=(1, 2, 3),
+    sizes=(50, 100, 200, 400),
+    ensembles=((50, 40), (100, 40), (200, 16)),
+    target=5e-3,
+)
+UNTIED_HORIZON = dict(integrate={"T": 0.8, "points": 17}, truncation={"observables": UNTIED_WORDS})
 CASES = {
-    "untied-h1": dict(
-        name="fig3_untied_h1",
-        changes=dict(integrate={"T": 0.8, "points": 17}, truncation={"observables": UNTIED_WORDS}),
-        quadrature=(1, 2, 3),
-        sizes=(50, 100, 200, 400),
-        ensembles=((50, 40), (100, 40), (200, 16)),
-        target=5e-3,
-    ),
+    "untied-h1": dict(UNTIED, changes=UNTIED_HORIZON),
     "untied-h2-mean": dict(
-        name="fig3_untied_h1",
-        changes=dict(
-            loss={"activation": "h2"},
-            init={1: {"mean": 0.2}, 2: {"mean": 1.5}},
-            integrate={"T": 0.8, "points": 17},
-            truncation={"observables": UNTIED_WORDS},
-        ),
-        quadrature=(1, 2, 3),
-        sizes=(50, 100, 200, 400),
-        ensembles=((50, 40), (100, 40), (200, 16)),
-        target=5e-3,
+        UNTIED, changes=dict(UNTIED_HORIZON, loss={"activation": "h2"}, init={1: {"mean": 0.2}, 2: {"mean": 1.5}})
     ),
     "tied-K4": dict(
         name="multihead_softmax",
