@@ -35,9 +35,10 @@ def control_variate_mean(values, controls):
     ``values``: (draws, …) trajectories; ``controls``: (draws, p) deviations of each draw's
     initial moments from their exact d = ∞ values (expectation ≈ 0). Constant controls are
     dropped, and so are controls whose mean deviation exceeds their spread: the intercept there
-    would be a linear extrapolation outside the draws' cloud (untied with a mean: μ(M) = m/√n is
-    a systematic offset, 0.21 at n = 50, m = 1.5, that carries the mean's effect — extrapolating
-    it away gave 2.5 ± 2.6 for an overlap of 0.5). At most ``draws − 1 − 4`` of the others are
+    would be a linear extrapolation outside the draws' cloud (finite-d factors of an untied kind
+    with a mean, `shift_to_mean`: μ(M) = m/√d is a systematic offset, 0.21 at d = 50, m = 1.5, that
+    carries the mean's effect — extrapolating it away gave 2.5 ± 2.6 for an overlap of 0.5; the
+    matrix-model closure's own factors are centred). At most ``draws − 1 − 4`` of the others are
     used (those of largest variance), so that the standard error has at least four degrees of
     freedom. With no usable control it is the plain mean and its standard error.
     """

@@ -42,7 +42,7 @@ def test_control_variates_keep_degrees_of_freedom():
 
 
 def test_control_variates_do_not_extrapolate_a_systematic_offset():
-    """A control whose draws all sit off its d = ∞ value (mean 3 spreads away: untied μ(M) = m/√n)
+    """A control whose draws all sit off its d = ∞ value (mean 3 spreads away: a finite-d untied μ(M) = m/√d)
     is not used: the intercept stays the plain mean of the draws (the regression would move it by
     β × offset = 0.6, here 23 SE), and the others still reduce the noise."""
     rng = np.random.default_rng(2)

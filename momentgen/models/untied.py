@@ -157,17 +157,15 @@ class Untied(ModelKind):
         return {"q1_12": q1, "q2_12": q2, "symmetric_overlap": 2 * q1 + 2 * q2}
 
     # ---- finite matrices ---------------------------------------------------------------------------
-    def letter_matrices(self, factors):
-        out = []
-        for U, V in factors:
-            M = U @ V.T
-            out += [M, M.T, U @ U.T, V @ V.T]
-        return out
+    def index_letters(self, factor):
+        U, V = factor
+        M = U @ V.T
+        return [M, M.T, U @ U.T, V @ V.T]
 
-    def factor_velocities(self, model, factors, coefficients):
+    def factor_velocities(self, model, factors, coefficients, letters=None):
         """dU_k = −(β_k I + 2 Σ_{l,r} a⁽ʳ⁾_kl M_l⁽ʳ⁾) V_k − γU_k, dV_k = −(β_k I + 2 Σ a⁽ʳ⁾_kl M_l⁽ʳ̄⁾) U_k − γV_k."""
         beta, a1, a2, gamma = (coefficients[n] for n in ("beta", "a1", "a2", "gamma"))
-        M = [U @ V.T for U, V in factors]
+        M = [U @ V.T for U, V in factors] if letters is None else letters[:: len(self.letter_kinds)]
         out = []
         for k, (U, V) in enumerate(factors, start=1):
             if k not in model.trainable:
@@ -228,9 +226,10 @@ class Untied(ModelKind):
         return arrays["U"], arrays["V"]
 
     def law_factor(self, spec, n, rng, gaussian):
+        """Centred: at d = ∞ the mean is the separate variable m (the coefficients read m*(q)), every
+        word odd in M has moment 0, and `shift_to_mean` would add its O(m²/n) to the even words."""
         width = max(1, int(round(spec.width_ratio * n)))
-        U, V = gaussian(spec.scale_U, width), gaussian(spec.scale_V, width)
-        return (U, V) if spec.mean is None else shift_to_mean(U, V, spec.mean)
+        return gaussian(spec.scale_U, width), gaussian(spec.scale_V, width)
 
     # ---- d = ∞ laws ---------------------------------------------------------------------------------
     def _gaussian_letter_factors(self, k):
@@ -279,11 +278,12 @@ def shift_to_mean(U, V, mean):
 
     The move is the fast phase's own direction (MATH.md §4): ``U ← U + εV``, ``V ← V + εU``
     shifts ``M = U Vᵀ`` by ``ε(A + B) + ε² Mᵀ``, with ε the root of that quadratic nearest 0;
-    ε = O(mean/√d): words even in the shift change by O(1/d), words linear in M by O(mean/√d)
-    (μ(M) = mean/√d itself). That small shift is how a finite-d state carries the mean: the slow
-    phase's slaving force is O(√d) along it. Measured (untied h2, teacher mean 1.5, n = 50–100):
-    with the shift every matrix model's overlap μ(M₁M₂ᵀ) rises to +0.5 as the d = ∞ closures'
-    does; without it the overlap leaves 0 only by its O(1/√n) fluctuation, to ±0.5 at random.
+    ε = O(mean/√d): words odd in M change by O(mean/√d) (μ(M) = mean/√d itself), even words by
+    O(mean²/d) (measured at m = 1.5: μ(MMᵀ) +3.3/d, μ(MM) +5.4/d). That is how a *finite-d* state
+    carries the mean (SGD's draw and the finite-d flow: `sample_factor`). The d = ∞ state carries
+    it as the separate variable m, so the matrix-model closure's `law_factor` is not shifted: its
+    O(mean²/n) would be a bias (untied h2, teacher mean 1.5: ensembles 1.5e-2 off the d → ∞
+    reference shifted, 3.3e-3 centred, at n = 200 × 16 draws).
     """
     d = len(U)
     current, spread = np.sum(U * V), np.sum(U * U) + np.sum(V * V)
