@@ -272,7 +272,12 @@ class Potential:
         return roles["Q1"], roles["Q2"], roles.get("m")
 
     def m_star(self, q1, q2, m0, trainable, tol=1e-11, max_iter=60):
-        """The slaved mean m*(q): solve ∂Φ/∂m_k = 0 over trainable k (untied fast phase end).
+        """The slaved mean m*(q) (see `m_star_with_value`)."""
+        return self.m_star_with_value(q1, q2, m0, trainable, tol, max_iter)[0]
+
+    def m_star_with_value(self, q1, q2, m0, trainable, tol=1e-11, max_iter=60):
+        """(m*(q), Φ and its derivatives at it): solve ∂Φ/∂m_k = 0 over trainable k (untied fast
+        phase end); the value is the last Newton evaluation (a caller needing Φ at m* skips one).
 
         Safeguarded Newton (backtracking on Φ, gradient steps where the m-Hessian is not
         positive definite, a negative-curvature step off a stationary point that is not a
@@ -291,7 +296,7 @@ class Potential:
             curvature, directions = np.linalg.eigh(H)
             if np.max(np.abs(g)) <= tol * max(1.0, abs(value.phi)):
                 if curvature[0] > 0:
-                    return m
+                    return m, value
                 # a stationary point that is not a minimum (e.g. the symmetric m = 0 of h2):
                 # leave it along the most negative curvature, towards the side of m0
                 v = directions[:, 0]

@@ -128,25 +128,27 @@ class Truncation:
 
     def slaved_mean(self, y):
         """m*(q(y)) by Newton from the branch's warm start (pure: the branch is not changed)."""
-        Q1, Q2 = self.order_parameters(y)
-        return self.potential.m_star(Q1, Q2, self.branch.m, self.trainable)
+        return self.state_and_value(y)[0][2]
 
     def track(self, y):
         """Follow the branch of m* to the state ``y`` (kinds with a mean; called after each accepted step)."""
         if not self.family.centred:
             self.branch = Branch(self.slaved_mean(y))
 
-    def state(self, y):
-        """(Q1, Q2, m) at moments ``y``: the potential's arguments (m = m*(q) for a kind with a mean)."""
+    def state_and_value(self, y):
+        """((Q1, Q2, m), Φ and its derivatives there) at moments ``y``; for a kind with a mean m is
+        m*(q) by Newton from the branch's warm start, and Φ its last evaluation."""
         Q1, Q2 = self.order_parameters(y)
-        return Q1, Q2, (None if self.family.centred else self.slaved_mean(y))
+        if self.family.centred:
+            return (Q1, Q2, None), self.potential.at(Q1, Q2)
+        m, value = self.potential.m_star_with_value(Q1, Q2, self.branch.m, self.trainable)
+        return (Q1, Q2, m), value
 
     def coefficient_arrays(self, y, trace_conserving=False, noise=True):
         """{family: array} and ``"gamma"`` at moments ``y`` (a pure function of ``y``); with the
         finite-learning-rate terms also ``"N1"``, ``"N2"`` = κ N1, κ N2 (0 when κ = 0), unless
         ``noise`` is False (a caller that reads only the drift skips their cost)."""
-        state = self.state(y)
-        value = self.potential.at(*state)
+        state, value = self.state_and_value(y)
         arrays = self.family.coefficient_arrays(value, self.moments(y), self.model, trace_conserving, self.gamma)
         arrays["gamma"] = self.gamma
         if self.program.has_noise and noise:
@@ -215,7 +217,7 @@ class Truncation:
         """(columns, S) with ``S[s, j] = ∂c_s/∂y_{columns[j]}`` at the current coefficients."""
         columns = np.unique(np.array(list(self._word.values())))
         where = {int(col): j for j, col in enumerate(columns)}
-        Q1, Q2, m = self.state(y)
+        (Q1, Q2, m), value = self.state_and_value(y)
         second = self.potential.second_at(Q1, Q2, m)
         K = self.model.K
         # dQ[r, k, l, j]: derivative of ∂Φ/∂Q(r+1)_kl by the state word columns[j]
@@ -226,7 +228,6 @@ class Truncation:
                     dQ[..., where[int(self._Q[s_, a, b])]] += second.QQ[:, :, :, s_, a, b]
         if not self.family.centred:
             dQ += self._through_m_star(second, where, len(columns))
-        value = self.potential.at(Q1, Q2, m)
         arrays = self.family.sensitivity(self.model, dQ, value, self.moments(y), lambda text: where[self._word[text]])
         return columns, np.array(
             [_entry(arrays, c) if c.family != "gamma" else np.zeros(len(columns)) for c in self.program.symbols]

@@ -16,10 +16,10 @@ needs kind-specific behaviour asks the kind through this protocol. What a kind d
 4. **the hierarchy** — `rules` (substitution of a trainable letter by a product of letters,
    times a coefficient family entry), `weight_decay_factor`, `required_words`, and `closed`
    when the hierarchy closes on degree ≤ 2 (then the zero closure is exact);
-5. **finite matrices** — the factor layout, `letter_matrices`, `factor_velocities` (the matrix
-   flow of MATH.md §3–§5), `sgd_step` (one online-SGD step, the reference side), sampling,
-   identity and file factors, and the d = ∞ laws of Gaussian factors (`letter_factors`,
-   `matrix_laws`) for exact initial moments;
+5. **finite matrices** — the factor layout, `index_letters` (one index's letters;
+   `letter_matrices` of all), `factor_velocities` (the matrix flow of MATH.md §3–§5), `sgd_step`
+   (one online-SGD step, the reference side), sampling, identity and file factors, and the d = ∞
+   laws of Gaussian factors (`letter_factors`, `matrix_laws`) for exact initial moments;
 6. **quadrature states** — which letters drive the flow, and the factor form of compressed
    letters (`factor_parts`);
 7. **the finite-learning-rate term** (docs/FINITE_LR.md) — how the SGD noise matrix ``h_k`` of
@@ -239,13 +239,18 @@ class ModelKind:
         return {}
 
     # ---- finite matrices ------------------------------------------------------------------------
-    def letter_matrices(self, factors):
-        """The letter matrices (letter-code order) of factors in this kind's layout."""
+    def index_letters(self, factor):
+        """The letter matrices of one index's factor, in the order of `letter_kinds`."""
         raise NotImplementedError
 
-    def factor_velocities(self, model, factors, coefficients):
+    def letter_matrices(self, factors):
+        """The letter matrices (letter-code order) of factors in this kind's layout."""
+        return [letter for factor in factors for letter in self.index_letters(factor)]
+
+    def factor_velocities(self, model, factors, coefficients, letters=None):
         """d/dt of each factor under the matrix flow; fixed indices 0. ``coefficients`` maps family
-        names to arrays (see `coefficient_arrays`) plus ``"gamma"``."""
+        names to arrays (see `coefficient_arrays`) plus ``"gamma"``; ``letters``: the factors'
+        `letter_matrices` when the caller has them already (computed here otherwise)."""
         raise NotImplementedError
 
     def sgd_step(self, model, factors, batch, lr, gamma):

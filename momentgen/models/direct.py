@@ -69,10 +69,10 @@ class Direct(ModelKind):
         return {"p12": series("S1 S2") - t, "p12_Omega": series("S1 S2^T") - t}
 
     # ---- finite matrices ---------------------------------------------------------------------------
-    def letter_matrices(self, factors):
-        return [m for S in factors for m in (S, S.T)]
+    def index_letters(self, factor):
+        return [factor, factor.T]
 
-    def factor_velocities(self, model, factors, coefficients):
+    def factor_velocities(self, model, factors, coefficients, letters=None):
         A, B, gamma = coefficients["A"], coefficients["B"], coefficients["gamma"]
         return [
             -2 * sum(A[k - 1, l] * factors[l] + B[k - 1, l] * factors[l].T for l in range(model.K)) - gamma * S

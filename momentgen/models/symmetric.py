@@ -72,10 +72,10 @@ class Symmetric(ModelKind):
         return single_letter_overlap(series)
 
     # ---- finite matrices ---------------------------------------------------------------------------
-    def letter_matrices(self, factors):
-        return list(factors)
+    def index_letters(self, factor):
+        return [factor]
 
-    def factor_velocities(self, model, factors, coefficients):
+    def factor_velocities(self, model, factors, coefficients, letters=None):
         Gamma, gamma = coefficients["Gamma"], coefficients["gamma"]
         return [
             -2 * sum(Gamma[k - 1, l] * factors[l] for l in range(model.K)) - gamma * S

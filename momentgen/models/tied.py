@@ -62,12 +62,12 @@ class Tied(ModelKind):
         return single_letter_overlap(series)
 
     # ---- finite matrices ---------------------------------------------------------------------------
-    def letter_matrices(self, factors):
-        return [W @ W.T for W in factors]
+    def index_letters(self, factor):
+        return [factor @ factor.T]
 
-    def factor_velocities(self, model, factors, coefficients):
+    def factor_velocities(self, model, factors, coefficients, letters=None):
         Gamma, gamma = coefficients["Gamma"], coefficients["gamma"]
-        S = [W @ W.T for W in factors]
+        S = self.letter_matrices(factors) if letters is None else letters
         return [
             -sum(Gamma[k - 1, l] * S[l] for l in range(model.K)) @ W - gamma / 4 * W
             if k in model.trainable
