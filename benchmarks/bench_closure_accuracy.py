@@ -57,7 +57,7 @@ UNTIED = dict(  # what both untied cases run and aim at
     name="fig3_untied_h1",
     quadrature=(1, 2, 3),
     sizes=(50, 100, 200, 400),
-    ensembles=((50, 40), (100, 40), (150, 24), (200, 16)),
+    ensembles=((50, 40), (100, 40), (150, 20), (200, 16)),
     target=5e-3,
 )
 UNTIED_HORIZON = dict(integrate={"T": 0.8, "points": 17}, truncation={"observables": UNTIED_WORDS})
