@@ -235,6 +235,9 @@ def main():
     print(f"\nwrote {out / 'closure_error_vs_cost'}.{{png,svg,pdf,json,csv}}")
 
 
+LABEL_OFFSETS = ((3, 3), (3, -9), (-3, 3), (-3, -9))  # points: right above, right below, left …
+
+
 def plot(record):
     """One panel per case: sup error against seconds, each method a line labelled by its order (one
     colour per method in every panel), the target (dashed), the 30 s budget (dotted) and the
@@ -249,9 +252,16 @@ def plot(record):
             points = [r for r in data["rows"] if r["method"] == method]
             x, y = [p["seconds"] for p in points], [p["sup_error"] for p in points]
             ax.loglog(x, y, "o-", color=colours[method], label=method)
-            for i, p in enumerate(points):  # labels alternately above and below: neighbours do not overlap
-                ax.annotate(str(p["order"]), (p["seconds"], p["sup_error"]), fontsize=7, color=colours[method],
-                            xytext=(3, 3 if i % 2 == 0 else -9), textcoords="offset points")  # fmt: skip
+            for i, p in enumerate(points):  # labels cycle round their points: close neighbours do not overlap
+                ax.annotate(
+                    str(p["order"]),
+                    (p["seconds"], p["sup_error"]),
+                    fontsize=7,
+                    color=colours[method],
+                    xytext=LABEL_OFFSETS[i % 4],
+                    textcoords="offset points",
+                    ha="right" if i % 4 > 1 else "left",
+                )
         ax.axhline(data["target"], ls="--", c="k", lw=0.8, label="target")
         ax.axvline(30.0, ls=":", c="k", lw=0.8, label="30 s")
         ax.axhspan(1e-6, 3 * data["reference"]["standard_error"], color="0.85", label="reference ± 3 SE")
