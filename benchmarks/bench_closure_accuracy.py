@@ -235,7 +235,7 @@ def main():
     print(f"\nwrote {out / 'closure_error_vs_cost'}.{{png,svg,pdf,json,csv}}")
 
 
-LABEL_OFFSETS = ((3, 3), (3, -9), (-3, 3), (-3, -9))  # points: right above, right below, left …
+LABEL_OFFSETS = ((3, 3), (3, -9), (-3, 3), (-3, -9))  # right above, right below, left above, left below
 
 
 def plot(record):
