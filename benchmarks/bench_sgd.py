@@ -49,8 +49,10 @@ def step_vs_gemm():
 
 def theory_vs_sgd(name, degree):
     config = load_config(ROOT / "examples" / "configs" / f"{name}.toml")
-    config = config.replace(
-        sgd={"d": pick(config.section("sgd")["d"], 40)}, integrate={"T": pick(config.section("integrate")["T"], 0.01)}
+    integrate = config.section("integrate")
+    config = config.replace(  # smoke: d = 40 has a step of 1e-3 on t, so a grid no finer than that
+        sgd={"d": pick(config.section("sgd")["d"], 40)},
+        integrate={"T": pick(integrate["T"], 0.01), "points": pick(integrate["points"], 6)},
     )
     start = time.perf_counter()
     theory = solve_with_closure(config, "zero", degree)

@@ -14,7 +14,9 @@ SGD runs with one BLAS thread (on 2-core machines two threads made it up to 16×
 """
 
 import copy
+import difflib
 import itertools
+import math
 import tempfile
 
 import numpy as np
@@ -32,21 +34,65 @@ __all__ = ["load_config", "solve", "simulate", "compare", "verify", "sweep", "Co
 
 def _config(config, overrides, finite_lr=None):
     config = load_config(config, **overrides)
+    if finite_lr is not None and not isinstance(finite_lr, bool):
+        raise ConfigError(f"finite_lr must be True, False or None, got {finite_lr!r}")
     return config.replace(integrate={"finite_lr": True}) if finite_lr else config
+
+
+def _flag(value, name):
+    if value is not None and not isinstance(value, bool):
+        raise ConfigError(f"{name} must be True, False or None, got {value!r}")
+    return value
+
+
+def seed_list(seeds, name="seeds"):
+    """Seeds as the CLI and the API both take them: a count N (seeds 0..N−1) or a list of integers ≥ 0;
+    anything else is a `ConfigError` naming ``name``. (Validated again by ``[sgd] seeds``.)"""
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        if not 1 <= seeds <= 100_000:
+            raise ConfigError(f"{name} as a count must be between 1 and 100000, got {seeds}")
+        return list(range(seeds))
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, (list, tuple, range, np.ndarray)):
+        raise ConfigError(f"{name} must be a count or a list of integers ≥ 0, e.g. [0, 1], got {_shown(seeds)}")
+    return [int(s) if isinstance(s, np.integer) else s for s in seeds]
+
+
+def int_list(values, name):
+    """A list of integers given as a list/tuple (or one integer); a string such as "10,20" or a float is a
+    `ConfigError` naming ``name`` (each value is validated again by its ``[table] key``)."""
+    if isinstance(values, int) and not isinstance(values, bool):
+        values = [values]
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, range, np.ndarray)) or not len(values):
+        raise ConfigError(f"{name} must be a non-empty list of integers, got {_shown(values)}")
+    out = [int(v) if isinstance(v, np.integer) else v for v in values]
+    bad = [v for v in out if isinstance(v, bool) or not isinstance(v, int)]
+    if bad:
+        raise ConfigError(f"{name} must be a list of integers; {_shown(bad[0])} is not one")
+    return out
+
+
+def _shown(value, limit=60):
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
 
 
 def solve(config, closure=None, degree=None, size=None, finite_lr=None, **overrides):
     """The d = ∞ curve with the chosen closure (default ``[truncation] closure``): a `Result`.
-    ``finite_lr=True`` adds the finite-learning-rate term at κ = lr·d/batch of ``[sgd]``."""
+    ``finite_lr=True`` adds the finite-learning-rate term at κ = lr·d/batch of ``[sgd]``. ``closure``,
+    ``degree`` and ``size`` are validated like the file's ``[truncation]`` keys."""
     return solve_with_closure(_config(config, overrides, finite_lr), closure, degree, size)
 
 
 def simulate(config, d=None, seeds=None, progress=None, **overrides):
-    """Online SGD at ``d`` (default ``[sgd] d``), mean over ``seeds``: a `Result` (closure ``"sgd"``,
-    ``extra["spread"]`` the standard deviation over seeds, ``extra["d"]``, ``extra["lr"]``…)."""
+    """Online SGD at ``d`` (default ``[sgd] d``), mean over ``seeds`` (a count or a list; default ``[sgd]
+    seeds``): a `Result` (closure ``"sgd"``, ``extra["spread"]`` the standard deviation over seeds,
+    ``extra["d"]``, ``extra["lr"]``…). ``d`` and ``seeds`` are validated like the file's ``[sgd]`` keys."""
     config = _config(config, overrides)
+    sgd_overrides = {"d": d, "seeds": None if seeds is None else seed_list(seeds)}
+    sgd_overrides = {k: v for k, v in sgd_overrides.items() if v is not None}
+    config = config.replace(sgd=sgd_overrides) if sgd_overrides else config
     with threadpool_limits(1, "blas"):
-        data = simulate_config(config, d=d, seeds=None if seeds is None else list(seeds), progress=progress)
+        data = simulate_config(config, progress=_flag(progress, "progress"))
     t = np.asarray(data["t"])
     return Result(
         model=data["model"],
@@ -86,16 +132,34 @@ def compare(
     where ``compare.png``/``.svg``/``.json`` go (a temporary folder when None)."""
     overrides = {k: v for k, v in kw.items() if k not in ("scheduler", "n_jobs")}
     config = _config(config, overrides, finite_lr)
+    degrees = [config.section("truncation")["degree"]] if degrees is None else int_list(degrees, "degrees")
+    dims = [config.section("sgd")["d"]] if dims is None else int_list(dims, "dims")
+    closures = [config.section("truncation")["closure"]] if closures is None else _names(closures, "closures")
+    for degree in degrees:  # every value passes the file's own validation
+        config.replace(truncation={"degree": degree})
+    for d in dims:
+        config.replace(sgd={"d": d})
+    for closure in closures:
+        config.replace(truncation={"closure": closure})
+    seeds = (
+        config.section("sgd")["seeds"]
+        if seeds is None
+        else config.replace(sgd={"seeds": seed_list(seeds)}).section("sgd")["seeds"]
+    )
+    if theory_init not in ("finite", "infinite"):
+        raise ConfigError(f"theory_init must be 'finite' or 'infinite', got {_shown(theory_init)}")
+    if out is not None and not str(out).strip():
+        raise ConfigError("out is empty: name a folder, or None for a temporary one")
     out = out or tempfile.mkdtemp(prefix="momentgen-compare-")
     data = _compare.compare(
         config,
-        degrees or [config.section("truncation")["degree"]],
-        dims or [config.section("sgd")["d"]],
-        list(seeds) if seeds is not None else config.section("sgd")["seeds"],
+        degrees,
+        dims,
+        seeds,
         out,
         scheduler=kw.get("scheduler"),
         n_jobs=kw.get("n_jobs"),
-        closures=closures or (config.section("truncation")["closure"],),
+        closures=closures,
         theory_init=theory_init,
     )
     result = Comparison(data)
@@ -106,10 +170,22 @@ def compare(
 def verify(
     config, dims=(100, 200), seeds=tuple(range(8)), steps=2000, kappa=None, out=None, progress=True, **overrides
 ):
-    """`momentgen.verification.verify` on a configuration: a `momentgen.verification.Verification`."""
+    """`momentgen.verification.verify` on a configuration: a `momentgen.verification.Verification`
+    (``seeds`` a count or a list; the arguments are validated as the CLI's are)."""
     config = _config(config, overrides)
     with threadpool_limits(1, "blas"):
-        return _verify.verify(config, dims, seeds, steps=steps, kappa=kappa, out=out, progress=progress)
+        return _verify.verify(
+            config, int_list(dims, "dims"), seed_list(seeds), steps=steps, kappa=kappa, out=out,
+            progress=_flag(progress, "progress"),
+        )  # fmt: skip
+
+
+def _names(values, name):
+    if isinstance(values, str):
+        values = [values]
+    if not isinstance(values, (list, tuple)) or not values or not all(isinstance(v, str) for v in values):
+        raise ConfigError(f"{name} must be a name or a non-empty list of names, got {_shown(values)}")
+    return list(values)
 
 
 class Sweep(list):
@@ -119,6 +195,8 @@ class Sweep(list):
     def to_pandas(self):
         import pandas  # noqa: PLC0415 - optional at import time
 
+        if not self:
+            return pandas.DataFrame()
         frames = []
         for parameters, result in self:
             frame = result.to_pandas().reset_index()
@@ -137,9 +215,15 @@ def sweep(config, grid, job="solve", n_jobs=None, scheduler=None, **options):
     processes) or, with ``scheduler`` (``tcp://host:port``), on a Dask cluster. ``options`` go to
     the job (e.g. ``closure="quadrature"``). Returns a `Sweep`."""
     if job not in JOBS:
-        raise ConfigError(f"sweep runs one of {', '.join(JOBS)}, got {job!r}")
+        raise ConfigError(f"sweep runs one of {', '.join(JOBS)}, got {_shown(job)}")
     config = load_config(config)
-    names = list(grid)
+    names = _grid_names(grid)
+    count = math.prod(len(grid[n]) for n in names)
+    if count > MAX_SWEEP_POINTS:
+        raise ConfigError(
+            f"the grid has {count:.3g} points (the product of its lists' lengths); the limit is "
+            f"{MAX_SWEEP_POINTS}: sweep fewer values, or split the sweep"
+        )
     points = [dict(zip(names, values)) for values in itertools.product(*(grid[n] for n in names))]
     raws = [_changed(config.raw, point) for point in points]
     for raw in raws:  # every point validated before anything runs
@@ -149,18 +233,46 @@ def sweep(config, grid, job="solve", n_jobs=None, scheduler=None, **options):
     return Sweep(zip(points, results))
 
 
+#: the most points a sweep grid may have (each point is a full run)
+MAX_SWEEP_POINTS = 10_000
+
+
+def _grid_names(grid):
+    """The grid's parameter names, after checking its shape: a non-empty dict of "table.key" → non-empty list."""
+    if not isinstance(grid, dict) or not grid:
+        raise ConfigError('a sweep grid is a non-empty dict {"table.key": [values]}, e.g. {"model.gamma": [0.0, 0.1]}')
+    for name, values in grid.items():
+        if not isinstance(name, str):
+            raise ConfigError(f'sweep parameter names are strings "table.key", got {_shown(name)}')
+        if isinstance(values, (str, bytes, dict)) or not isinstance(values, (list, tuple, range, np.ndarray)):
+            raise ConfigError(
+                f"sweep parameter {name!r} needs a list of values, e.g. [{_shown(values)}], got {_shown(values)}"
+            )
+        if not len(values):
+            raise ConfigError(f"sweep parameter {name!r} has no values")
+    return list(grid)
+
+
 def _changed(raw, point):
     raw = copy.deepcopy(raw)
     for name, value in point.items():
         *path, key = name.split(".")
+        if not path:
+            tables = [t for t, keys in raw.items() if t != "init" and key in keys]
+            hint = f"; did you mean {tables[0]}.{key}?" if tables else ""
+            raise ConfigError(f"sweep parameter {name!r}: write table.key, e.g. model.gamma{hint}")
         table = raw
         for part in path:
-            if part not in table:
-                raise ConfigError(f"sweep parameter {name!r}: no table {part!r} (write table.key, e.g. model.gamma)")
+            if not isinstance(table, dict) or part not in table:
+                near = difflib.get_close_matches(part, list(table) if isinstance(table, dict) else [], n=1)
+                hint = f"; did you mean {near[0]!r}?" if near else ""
+                raise ConfigError(f"sweep parameter {name!r}: no table {part!r}{hint}")
             table = table[part]
         if key not in table:
-            raise ConfigError(f"sweep parameter {name!r}: no key {key!r} in [{'.'.join(path)}]")
-        table[key] = value
+            near = difflib.get_close_matches(key, list(table), n=1)
+            hint = f"; did you mean {'.'.join(path)}.{near[0]}?" if near else ""
+            raise ConfigError(f"sweep parameter {name!r}: no key {key!r} in [{'.'.join(path)}]{hint}")
+        table[key] = value.item() if isinstance(value, np.generic) else value
     return raw
 
 

@@ -28,7 +28,9 @@ Subcommands:
 
 import argparse
 import pathlib
+import signal
 import sys
+import threading
 import time
 import warnings
 
@@ -41,7 +43,7 @@ from .comparison import compare
 from .config import load_config
 from .emit import write_module
 from .errors import MomentgenError
-from .files import ensure_writable, provenance, write_csv, write_json, write_series_csv
+from .files import ensure_outputs, provenance, write_csv, write_json, write_series_csv
 from .hierarchy import Model, build, check_size
 from .reference import simulate_config
 from .verification import verify
@@ -54,17 +56,28 @@ _WORDS_MAX_BYTES = 2 * 2**30  # `words --list` keeps every text in memory: ~150 
 
 def _model_arguments(parser):
     parser.add_argument("--model", required=True, choices=MODELS, help="attention parameterisation")
-    parser.add_argument("--K", type=_positive_int, required=True, help="number of indices (heads / student + teacher)")
+    parser.add_argument(
+        "--K", type=_bounded_int(1, 64), required=True, help="number of indices (heads / student + teacher), 1..64"
+    )
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
+def _bounded_int(low, high):
+    """An argparse type: an integer in [low, high] (a huge or malformed value is a one-line usage error)."""
+
+    def parse(text):
+        try:
+            value = int(text) if len(text) <= 30 else None
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            what = "a positive integer" if low == 1 else f"an integer ≥ {low}"
+            raise argparse.ArgumentTypeError(f"must be {what} ≤ {high:g}, got {text[:40]!r}")
+        return value
+
+    return parse
+
+
+_positive_int = _bounded_int(1, 10**12)
 
 
 def _cmd_words(args):
@@ -107,8 +120,8 @@ def _load(args, **overrides):
 def _cmd_generate(args):
     config = _load(args, truncation={"degree": args.degree})
     degree = config.section("truncation")["degree"]
-    out = pathlib.Path(args.out or pathlib.Path("generated") / f"{pathlib.Path(args.config).stem}_M{degree}.py")
-    ensure_writable(out)
+    out = _out_path(args.out) if args.out is not None else _default_module(args.config, degree)
+    ensure_outputs([("--out", out)], config.input_paths())
     command = f"momentgen generate-truncation {args.config} --degree {degree} --out {out}"
     start = time.perf_counter()
     written = write_module(config, out, degree, command=command)
@@ -122,7 +135,7 @@ def _cmd_solve(args):
         truncation={"degree": args.degree, "closure": args.closure, "size": args.size, "draws": args.draws},
         integrate={"finite_lr": True if args.finite_lr else None},
     )
-    ensure_writable(args.json)
+    ensure_outputs(_run_outputs(args.json), config.input_paths())
     start = time.perf_counter()
     result = solve_with_closure(config)
     _write_run(args.json, {**result.to_json(), "provenance": provenance(config)}, result.t, result.series)
@@ -132,6 +145,23 @@ def _cmd_solve(args):
         f"{time.perf_counter() - start:.2f} s; wrote {args.json}\n  {result.message}"
     )
     return 0 if result.status in ("ok", "unverified") else 1
+
+
+def _out_path(text):
+    """An ``--out``/``--json`` value as a path; an empty one is refused (it would mean the working directory)."""
+    if not str(text).strip():
+        raise MomentgenError("an output path is empty: name a file or folder, e.g. --out out/run")
+    return pathlib.Path(text)
+
+
+def _default_module(config, degree):
+    return pathlib.Path("generated") / f"{pathlib.Path(config).stem}_M{degree}.py"
+
+
+def _run_outputs(json_path):
+    """The files `_write_run` writes: the JSON and the CSV beside it."""
+    path = _out_path(json_path)
+    return [("--json", path), ("the CSV beside --json", path.with_suffix(".csv"))]
 
 
 def _write_run(path, data, t, series):
@@ -167,7 +197,7 @@ def _seed_list(config, n):
 
 def _cmd_simulate(args):
     config = _load(args, sgd={"d": args.d, "seeds": None if args.seeds is None else list(range(args.seeds))})
-    ensure_writable(args.json)
+    ensure_outputs(_run_outputs(args.json), config.input_paths())
     result = simulate_config(config)
     _write_run(args.json, {**result, "provenance": provenance(config)}, result["t"], result["series"])
     print(
@@ -192,8 +222,10 @@ def _cmd_compare(args):
         config.replace(truncation={"degree": M})
     for d in dims:
         config.replace(sgd={"d": d})
-    out = pathlib.Path(args.out)
-    ensure_writable(out / "compare.json", out / "compare.png")
+    out = _out_path(args.out)
+    figures = [("compare figure", out / f"compare.{suffix}") for suffix in ("png", "svg", "pdf")]
+    ensure_outputs([("compare JSON", out / "compare.json"), ("compare CSV", out / "compare.csv"), *figures],
+                   config.input_paths())  # fmt: skip
     data = compare(
         config,
         degrees,
@@ -222,8 +254,12 @@ def _cmd_verify(args):
         raise MomentgenError(f"--d takes two dimensions d1,d2, got {args.d!r}")
     for d in dims:
         config.replace(sgd={"d": d})
-    outputs = ([args.json] if args.json else []) + ([pathlib.Path(args.out) / "verify.json"] if args.out else [])
-    ensure_writable(*outputs)
+    outputs = _run_outputs(args.json) if args.json is not None else []
+    if args.out is not None:
+        folder = _out_path(args.out)
+        outputs += [("verify output", folder / name) for name in ("verify.json", "verify.csv", "verify.png")]
+        outputs += [("verify figure", folder / f"verify.{suffix}") for suffix in ("svg", "pdf")]
+    ensure_outputs(outputs, config.input_paths())
     result = verify(config, dims, list(range(args.seeds)), steps=args.steps, kappa=args.kappa, out=args.out)
     if args.json:
         write_json(args.json, {**result.to_json(), "provenance": provenance(config)})
@@ -372,6 +408,7 @@ def main(argv=None):
     Runs with one BLAS thread (on the 2-core machines two threads made SGD up to 16× slower).
     """
     args = _parser().parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _terminate) if _in_main_thread() else None
     try:
         with threadpool_limits(1, "blas"), warnings.catch_warnings():
             warnings.simplefilter("default")
@@ -385,7 +422,19 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("momentgen: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return status or 0
+
+
+def _in_main_thread():
+    return threading.current_thread() is threading.main_thread()
+
+
+def _terminate(signum, frame):
+    """SIGTERM ends a run like Ctrl-C: the worker processes of `momentgen.parallel` are stopped with it."""
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -395,8 +395,12 @@ def solve_with_closure(config, closure=None, degree=None, size=None, factors=Non
     """Solve ``config`` with the named closure (default: ``[truncation] closure``): the run pipeline
     Config → `Problem` → closure → `Result`. ``factors``: start from these finite-d matrices'
     moments instead of the d = ∞ initial law (a from-file init gives its own). ``kappa``: κ = ηd/B
-    of the finite-learning-rate term (default `Config.kappa`)."""
-    name = closure or config.section("truncation")["closure"]
-    if name not in CLOSURES:
-        raise ModelError(f"unknown closure {name!r}: choose one of {', '.join(CLOSURES)}")
-    return CLOSURES[name].solve(Problem.from_config(config, factors, kappa=kappa), degree=degree, size=size)
+    of the finite-learning-rate term (default `Config.kappa`). ``closure``, ``degree`` and ``size`` are
+    validated like the file's ``[truncation]`` keys (`Config.replace`)."""
+    if closure is not None and closure not in CLOSURES:
+        raise ModelError(f"unknown closure {closure!r}: choose one of {', '.join(CLOSURES)}")
+    given = {"closure": closure, "degree": degree, "size": size}
+    overrides = {key: value for key, value in given.items() if value is not None}
+    config = config.replace(truncation=overrides) if overrides else config
+    name = config.section("truncation")["closure"]
+    return CLOSURES[name].solve(Problem.from_config(config, factors, kappa=kappa))

@@ -7,15 +7,22 @@ content-hashed file in the cache directory (``$MOMENTGEN_CACHE``, default
 a second process loads the machine code instead of compiling again. Files are written
 atomically (temporary file, then rename).
 
-The cache is not trusted: each kernel file carries the sha256 of its source in its first
-line, and a file that does not match (edited, truncated, corrupted) is rebuilt. A cache
-directory that cannot be written (read-only, or not creatable) is replaced, with a warning,
-by a temporary one for this process; kernels found in the read-only directory are verified
+Threat model: the cache is trusted as much as the user's own files, and no more. Its directory is
+created owner-only (0700); a directory owned by another user, or writable by group or others, is
+refused (a warning, and a private temporary cache for this process). Each kernel's sha256 is kept
+in an index the tool writes (``kernels/index.json``), outside the files it protects: a file that does
+not match (edited, truncated, corrupted, planted) is rebuilt, never imported. numba's own cache of a
+kernel (``kernels/__pycache__``) lives inside that owner-only directory. `clear_cache` deletes only
+what the index lists. A cache directory that cannot be written is replaced, with a warning, by a
+temporary one for this process; kernels found in the read-only one are verified against its index
 and copied there, so nothing is recompiled from sympy that was already derived.
 """
 
+import contextlib
+import fcntl
 import hashlib
 import importlib.util
+import json
 import os
 import pathlib
 import sys
@@ -25,11 +32,21 @@ import warnings
 import sympy
 from sympy.printing.pycode import PythonCodePrinter
 
+from .errors import MomentgenError
 from .files import check_writable, write_atomic
 
 __all__ = ["cache_dir", "clear_cache", "compile_pointwise", "compile_weighted_sum"]
 
-_PRINTER = PythonCodePrinter({"fully_qualified_modules": True, "standard": "python3"})
+
+class _KernelPrinter(PythonCodePrinter):
+    """Python source numba can type: an integer beyond int64's exact range is printed as a float
+    (numba cannot type an integer literal past 2⁶³, and the kernel would fail on its first call)."""
+
+    def _print_Integer(self, expr):
+        return repr(float(expr)) if abs(int(expr)) > 2**53 else super()._print_Integer(expr)
+
+
+_PRINTER = _KernelPrinter({"fully_qualified_modules": True, "standard": "python3"})
 _TEMPLATE_VERSION = "momentgen-kernel-1"  # bump when the generated source changes shape
 
 
@@ -44,35 +61,94 @@ def configured_cache_dir():
 
 
 def cache_dir():
-    """The directory for generated kernels: the configured one if it can be written, else (with a
-    warning, once per process) a temporary one."""
+    """The directory for generated kernels: the configured one if it is private to this user and can be
+    written, else (with a warning, once per process) a private temporary one."""
     configured = configured_cache_dir()
     if configured in _FALLBACK:
         return _FALLBACK[configured]
     try:
+        _private_directory(configured)
+        _private_directory(configured / "kernels")
         check_writable(configured / "kernels" / ".probe")
         return configured
-    except OSError as error:
+    except (OSError, MomentgenError) as error:
         fallback = pathlib.Path(tempfile.mkdtemp(prefix="momentgen-cache-"))
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
         warnings.warn(
-            f"kernel cache {str(configured)!r} cannot be written ({error}); using {str(fallback)!r} for "
-            "this process (set MOMENTGEN_CACHE to a writable directory to keep compiled kernels)",
+            f"kernel cache {str(configured)!r} cannot be written or is not private ({reason}); using "
+            f"{str(fallback)!r} for this process (set MOMENTGEN_CACHE to a directory of your own, mode 0700, to "
+            "keep compiled kernels)",
             stacklevel=2,
         )
         _FALLBACK[configured] = fallback
         return fallback
 
 
+def _private_directory(path):
+    """Create ``path`` owner-only if missing; refuse (MomentgenError) one owned by another user or
+    writable by group or others (its kernels could be replaced by someone else's code)."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = path.stat()
+    if info.st_uid != os.getuid():
+        raise MomentgenError(f"{str(path)!r} is owned by user {info.st_uid}, not by you ({os.getuid()})")
+    if info.st_mode & 0o022:
+        raise MomentgenError(f"{str(path)!r} is writable by group or others (mode {oct(info.st_mode & 0o777)})")
+
+
+_INDEX = "index.json"
+
+
+def _read_index(directory):
+    """{kernel file name: sha256 of its bytes} the tool recorded in ``directory`` ({} if none or unreadable)."""
+    try:
+        data = json.loads((directory / _INDEX).read_text())
+    except (OSError, ValueError):
+        return {}
+    kernels = data.get("kernels") if isinstance(data, dict) else None
+    return {k: v for k, v in kernels.items() if isinstance(v, str)} if isinstance(kernels, dict) else {}
+
+
+@contextlib.contextmanager
+def _index_lock(directory):
+    with open(directory / ".index.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _update_index(directory, name, digest):
+    """Record (``digest``) or forget (None) one kernel in the index, under a lock shared by processes."""
+    with _index_lock(directory):
+        index = _read_index(directory)
+        if digest is None:
+            index.pop(name, None)
+        else:
+            index[name] = digest
+        write_atomic(directory / _INDEX, json.dumps({"kernels": index}, sort_keys=True, indent=0))
+
+
 def clear_cache():
-    """Remove every compiled kernel (and numba's caches of them) from the cache; returns how many
-    files were removed. Kernels are rebuilt on their next use."""
+    """Remove every kernel this tool recorded in its index (and numba's caches of them) from the cache;
+    returns how many files were removed. Nothing the index does not list is touched. Kernels are
+    rebuilt on their next use."""
     folder = cache_dir() / "kernels"
     if not folder.is_dir():
         return 0
-    files = [p for p in folder.rglob("*") if p.is_file() and (p.suffix in (".py", ".nbi", ".nbc", ".pyc"))]
-    for path in files:
-        path.unlink(missing_ok=True)
-    return len(files)
+    removed = 0
+    with _index_lock(folder):
+        for name in _read_index(folder):
+            stem = pathlib.Path(name).stem
+            if pathlib.Path(name).name != name or not stem.startswith("k_"):
+                continue  # an index entry that names another folder's file is ignored, never followed
+            ours = [folder / name, *(folder / "__pycache__").glob(f"{stem}.*")]
+            for path in ours:
+                if path.is_file() and not path.is_symlink():
+                    path.unlink()
+                    removed += 1
+        (folder / _INDEX).unlink(missing_ok=True)
+    return removed
 
 
 _PRELUDE = [
@@ -173,14 +249,14 @@ def _cached(key, variables, make_source):
         name, source = f"k_{hashlib.sha256(text.encode()).hexdigest()[:20]}", None
     directory = cache_dir() / "kernels"
     path = directory / f"{name}.py"
-    cached = _verified(path)
+    cached = _verified(directory, path.name)
     if cached is None and directory.parent != configured_cache_dir():  # a read-only cache may hold it
-        cached = _verified(configured_cache_dir() / "kernels" / path.name)
+        cached = _verified(configured_cache_dir() / "kernels", path.name)
         if cached is not None:
-            write_atomic(path, _stamped(cached))
+            _write_kernel(path, cached)
     if cached is None:
         source = source if source is not None else make_source()
-        write_atomic(path, _stamped(source))
+        _write_kernel(path, source)
     try:
         return _import_kernel(path)
     except Exception as error:  # noqa: BLE001 - a broken file of any kind is rebuilt once
@@ -188,27 +264,32 @@ def _cached(key, variables, make_source):
         warnings.warn(
             f"cached kernel {str(path)!r} failed to load ({type(error).__name__}); rebuilding it", stacklevel=3
         )
-        write_atomic(path, _stamped(source if source is not None else make_source()))
+        _write_kernel(path, source if source is not None else make_source())
         return _import_kernel(path)
 
 
-_STAMP_PREFIX = "# momentgen kernel sha256="
+def _write_kernel(path, source):
+    """Write a kernel's source and record its sha256 in the index beside it."""
+    data = source.encode()
+    write_atomic(path, data)
+    _update_index(path.parent, path.name, hashlib.sha256(data).hexdigest())
 
 
-def _stamped(source):
-    return f"{_STAMP_PREFIX}{hashlib.sha256(source.encode()).hexdigest()}\n{source}"
-
-
-def _verified(path):
-    """The source in a cached kernel file if its first line is the sha256 of the rest, else None."""
+def _verified(directory, name):
+    """The source of a cached kernel if its bytes match the sha256 the index records for it, else None."""
+    digest = _read_index(directory).get(name)
+    if digest is None:
+        return None
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError):
+        data = (directory / name).read_bytes()
+    except OSError:
         return None
-    first, _, source = text.partition("\n")
-    if first != _STAMP_PREFIX + hashlib.sha256(source.encode()).hexdigest():
+    if hashlib.sha256(data).hexdigest() != digest:
         return None
-    return source
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return None
 
 
 def _import_kernel(path):

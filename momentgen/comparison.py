@@ -22,7 +22,7 @@ from .files import provenance, save_figure, write_csv, write_json
 from .matrices import initial_factors
 from .parallel import run_tasks
 from .problem import Problem
-from .reference import matrix_flow, simulate_config
+from .reference import check_sgd_plan, matrix_flow, simulate_config
 from .words import parse
 
 __all__ = ["compare", "run_tasks", "theory_task", "sgd_task", "flow_task"]
@@ -83,6 +83,8 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
             f"closures must be among {', '.join(CLOSURES)} (got {unknown}); "
             f"theory_init must be 'infinite' or 'finite' (got {theory_init!r})"
         )
+    for d in dims:  # before anything runs: every SGD reference fits its step budget and the grid
+        check_sgd_plan(config, d)
     starts = dims if theory_init == "finite" else (None,)
     specs = [("zero", M, d) for M in degrees for d in starts] if "zero" in closures else []
     specs += [("quadrature", None, d) for d in starts] if "quadrature" in closures else []

@@ -55,6 +55,7 @@ range), so that a wrong one stops with one line that names it::
     lr = 0.016             # η
     batch = 256            # B
     seeds = [0]
+    max_steps = 10000000   # refuse a run of more SGD steps per seed (T·d/(4η) tied, T·d/η others)
 """
 
 import copy
@@ -70,9 +71,10 @@ import numpy as np
 
 from . import models
 from .errors import ModelError, MomentgenError
+from .files import read_regular_file
 from .inits import InitSpec
 from .losses import builtin, parse_expression
-from .matrices import initial_factors, load_factors, means
+from .matrices import initial_factors, load_factors, matrix_bytes, means
 from .models import Model
 from .words import canonical, parse
 
@@ -89,9 +91,25 @@ class ConfigError(ModelError):
 def _number(value):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError("must be a number")
-    if not math.isfinite(value):
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an integer such as 10**400: no float holds it
+        raise ValueError("is too large (beyond a float)") from None
+    if not finite:
         raise ValueError("must be finite")
     return value
+
+
+def _at_most(check, high):
+    """``check``, and |value| ≤ ``high`` (beyond it the moments overflow a float at the usual degrees)."""
+
+    def bounded(value):
+        value = check(value)
+        if abs(value) > high:
+            raise ValueError(f"must be at most {high:g} in size")
+        return value
+
+    return bounded
 
 
 def _positive(value):
@@ -103,6 +121,12 @@ def _positive(value):
 def _non_negative(value):
     if not _number(value) >= 0:
         raise ValueError("must be a number ≥ 0")
+    return value
+
+
+def _horizon(value):
+    if not _positive(value) >= 1e-9:
+        raise ValueError("must be at least 1e-9 (a shorter horizon is below the integrators' resolution)")
     return value
 
 
@@ -206,7 +230,7 @@ _SCHEMA = {
         "L": (1, _integer(1, 8)),
         "K": (REQUIRED, _integer(1, 64)),
         "trainable": (None, _optional(_index_list)),
-        "gamma": (0.0, _non_negative),
+        "gamma": (0.0, _at_most(_non_negative, 1e6)),
         "C": (None, _covariance),
     },
     "loss": {
@@ -220,13 +244,13 @@ _SCHEMA = {
     },
     "init": {
         "kind": ("gaussian", _choice("gaussian", "identity", "from-file")),
-        "width_ratio": (1.0, _positive),
-        "scale": (1.0, _positive),
-        "scale_U": (1.0, _positive),
-        "scale_V": (1.0, _positive),
-        "c": (1.0, _number),
+        "width_ratio": (1.0, _at_most(_positive, 100)),
+        "scale": (1.0, _at_most(_positive, 1e3)),
+        "scale_U": (1.0, _at_most(_positive, 1e3)),
+        "scale_V": (1.0, _at_most(_positive, 1e3)),
+        "c": (1.0, _at_most(_number, 1e6)),
         "path": (None, _optional(_string)),
-        "mean": (None, _optional(_number)),
+        "mean": (None, _optional(_at_most(_number, 1e6))),
     },
     "truncation": {
         "degree": (REQUIRED, _integer(1)),
@@ -237,13 +261,13 @@ _SCHEMA = {
         "max_memory_gb": (8.0, _positive),
     },
     "integrate": {
-        "T": (REQUIRED, _positive),
+        "T": (REQUIRED, _horizon),
         "points": (51, _integer(2, 1_000_000)),
         "method": ("LSODA", _choice(*METHODS)),
         "rtol": (1e-8, _fraction),
         "atol": (1e-10, _positive),
         "validity_tol": (1e-4, _positive),
-        "fast_T": (20.0, _positive),
+        "fast_T": (20.0, _horizon),
         "finite_lr": (False, _boolean),
     },
     "sgd": {
@@ -251,6 +275,7 @@ _SCHEMA = {
         "lr": (0.016, _positive),
         "batch": (256, _integer(1, 10_000_000)),
         "seeds": ([0], _seeds),
+        "max_steps": (10_000_000, _integer(1, 10**12)),
     },
 }
 
@@ -360,6 +385,12 @@ class Config:
             object.__setattr__(self, "_start", factors)
         return self.__dict__["_start"]
 
+    def input_paths(self):
+        """The files this configuration reads: its own source and every from-file init's path (an output
+        must be none of them, `momentgen.files.ensure_outputs`)."""
+        paths = [self.source] if self.source else []
+        return paths + [spec.path for spec in self.inits().values() if spec.path is not None]
+
     def inits(self):
         """{k: InitSpec} for every index."""
         base = pathlib.Path(self.source).parent if self.source else pathlib.Path(".")
@@ -394,10 +425,33 @@ def load_config(source, **overrides):
     if isinstance(source, Config):
         config = source
     elif isinstance(source, dict):
-        config = parse_config(copy.deepcopy(source))
-    else:
+        config = parse_config(_plain_tables(copy.deepcopy(source)))
+    elif isinstance(source, (str, pathlib.PurePath)) and str(source).strip():
         config = _read_toml(_locate(source))
+    else:
+        raise ConfigError(
+            "load_config takes a TOML file's path, a dict of tables, an example's name or a Config; got "
+            + (repr(source) if isinstance(source, str) else type(source).__name__)
+        )
     return config.replace(**overrides) if overrides else config
+
+
+def _plain_tables(data):
+    """A Python dict as its TOML would be: ``[init.k]`` tables may be keyed by int (``{1: {…}}``), and
+    numpy numbers are plain numbers; any other non-string key is a `ConfigError`."""
+    if not isinstance(data, dict):
+        return data
+    init = data.get("init")
+    if isinstance(init, dict):
+        data["init"] = {(str(k) if isinstance(k, int) and not isinstance(k, bool) else k): v for k, v in init.items()}
+    for table, values in data.items():
+        bad = [k for k in (values if isinstance(values, dict) else ()) if not isinstance(k, str)]
+        if not isinstance(table, str) or bad:
+            shown = _shown(bad[0] if bad else table)
+            raise ConfigError(f"configuration keys are strings (table and key names), got {shown}")
+        if isinstance(values, dict):
+            data[table] = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in values.items()}
+    return data
 
 
 def _locate(source):
@@ -410,16 +464,36 @@ def _locate(source):
     return path
 
 
+#: the largest configuration file read (a configuration is a few hundred bytes; this stops /dev/zero)
+MAX_CONFIG_BYTES = 1 << 20
+
+
 def _read_toml(path):
     try:
-        data = tomllib.loads(path.read_text())
+        text = read_regular_file(path, MAX_CONFIG_BYTES, "configuration file").decode("utf-8-sig")
+        data = tomllib.loads(text)
     except FileNotFoundError:
-        raise ConfigError(f"configuration file {str(path)!r} not found") from None
+        raise ConfigError(f"configuration file {str(path)!r} not found{_nearby(path)}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
     except OSError as error:
-        raise ConfigError(f"cannot read configuration file {str(path)!r}: {error.strerror}") from None
+        raise ConfigError(f"cannot read configuration file {str(path)!r}: {error.strerror or error}") from None
+    except MomentgenError as error:
+        raise ConfigError(str(error)) from None
     return parse_config(data, source=str(path))
+
+
+def _nearby(path):
+    """A suggestion for a mistyped configuration path: a close name in the same folder, or a shipped example."""
+    from .examples import names  # noqa: PLC0415 - examples imports this module
+
+    folder = path.parent if path.parent.is_dir() else None
+    candidates = [p.name for p in folder.glob("*.toml")] if folder else []
+    near = difflib.get_close_matches(path.name, candidates, n=1)
+    if near:
+        return f"; did you mean {str(folder / near[0])!r}?"
+    example = difflib.get_close_matches(path.stem, names(), n=1)
+    return f"; did you mean the example {example[0]!r}?" if example else ""
 
 
 def parse_config(data, source=None, given=None):
@@ -482,8 +556,8 @@ def _table(given, fields, where, name):
             continue
         try:
             out[key] = check(given[key])
-        except ValueError as error:
-            raise ConfigError(f"{where}{name} {key} {error}, got {given[key]!r}") from None
+        except (ValueError, OverflowError) as error:
+            raise ConfigError(f"{where}{name} {key} {error}, got {_shown(given[key])}") from None
     return out
 
 
@@ -538,10 +612,28 @@ def _check_together(raw, given, where):
     if raw["integrate"]["finite_lr"]:
         _check_finite_lr(raw, given, where)
     truncation = raw["truncation"]
+    if truncation["closure"] == "matrix-model":
+        _check_matrix_model_size(raw, where)
     if truncation["closure"] == "quadrature" and truncation["degree"] < 3:
         raise ConfigError(
-            f"{where}[truncation] the quadrature closure needs degree ≥ 3 (order n = ⌊(M − 1)/2⌋ ≥ 1), "
+            f"{where}[truncation] the quadrature closure needs degree M ≥ 3 (order n = ⌊(M − 1)/2⌋ ≥ 1), "
             f"got {truncation['degree']}"
+        )
+
+
+def _check_matrix_model_size(raw, where):
+    """The matrix-model closure's n × n matrices (two processes for an ensemble) fit ``max_memory_gb``."""
+    truncation = raw["truncation"]
+    model = Model(raw["model"]["kind"], raw["model"]["K"], raw["model"]["trainable"])
+    inits = {int(k): InitSpec(**table) for k, table in raw["init"].items()}
+    processes = 2 if truncation["draws"] > 1 else 1
+    memory = processes * matrix_bytes(model, truncation["size"], inits)
+    limit = truncation["max_memory_gb"] * 2**30
+    if memory > limit:
+        raise ConfigError(
+            f"{where}[truncation] the matrix-model closure at size {truncation['size']} needs about "
+            f"{memory / 2**30:.3g} GiB; the limit is max_memory_gb = {truncation['max_memory_gb']:g}: lower size "
+            "or raise the limit"
         )
 
 
@@ -577,9 +669,18 @@ def _check_loss(config):
         )
 
 
+def _shown(value, limit=60):
+    """A value as an error message shows it: its repr, cut after ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
+
+
 def _check_keys(given, allowed, where, table):
     for key in given:
+        if not isinstance(key, str):
+            raise ConfigError(f"{where}keys in {table} are names (strings), got {_shown(key)}")
         if key not in allowed:
+            key = _shown(key, 40)[1:-1] if len(key) > 40 else key
             near = difflib.get_close_matches(key, list(allowed), n=1)
             hint = f"; did you mean `{near[0]}`?" if near else f"; valid keys: {', '.join(allowed)}"
             raise ConfigError(f"{where}unknown key `{key}` in {table}{hint}")

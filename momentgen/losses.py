@@ -78,7 +78,7 @@ LIMITS = {
     "characters": 5000,  # length of an expression string
     "depth": 40,  # nesting of operations and calls
     "power": 12,  # |exponent| of a single power
-    "number": 1e15,  # |a number| (and 1/|a number|) anywhere in the expression
+    "number": 1e6,  # |a number| (and 1/|a number|) anywhere in the expression
     "degree": 16,  # total polynomial degree in G of the loss
     "moments": 2_000_000,  # Gaussian moments the Wick expansion of a polynomial loss needs
 }
@@ -244,7 +244,10 @@ def _depth(node):
 
 
 def _checked(loss):
-    """Refuse a loss whose cost or whose Gaussian expectation cannot be bounded (see `LIMITS`)."""
+    """Refuse a loss whose cost or whose Gaussian expectation cannot be bounded (see `LIMITS`), or that
+    is not a real, finite function (a complex or infinite constant, a kink whose second derivative is a
+    Dirac mass) — at parse time, so every command refuses the same losses."""
+    _check_real(loss)
     degree = _degree_bound(loss.expr, set(loss.variables))
     if degree > LIMITS["degree"]:
         raise UnsupportedLoss(
@@ -269,6 +272,26 @@ def _checked(loss):
                 "expectation need not exist; use a loss that is smooth for every real G"
             )
     return loss
+
+
+_KINKS = (sympy.Abs, sympy.sign, sympy.Heaviside, sympy.Max, sympy.Min, sympy.floor, sympy.ceiling)
+
+
+def _check_real(loss):
+    """A loss is a real function of real G, smooth enough for Price's theorem."""
+    if loss.expr.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo):
+        raise UnsupportedLoss(f"loss {_short(loss.name)} contains an infinite or undefined constant (e.g. log(0))")
+    for node in sympy.preorder_traversal(loss.expr):
+        if node.is_number and node.is_real is False:
+            raise UnsupportedLoss(
+                f"loss {_short(loss.name)} contains the complex number {node} (e.g. sqrt(-1), log(-1), (-1)**0.5): "
+                "a loss must be real"
+            )
+        if isinstance(node, _KINKS):
+            raise UnsupportedLoss(
+                f"loss {_short(loss.name)} contains {node}, whose second derivative is not an ordinary function "
+                "(a Dirac mass): use a smooth alternative such as sqrt(1 + x**2)"
+            )
 
 
 def _derivatives(loss):

@@ -14,7 +14,8 @@ import zipfile
 import numpy as np
 
 from . import models
-from .errors import ModelError, WordError
+from .errors import ModelError, MomentgenError, WordError
+from .files import check_regular_file
 
 __all__ = [
     "letter_matrices",
@@ -23,12 +24,25 @@ __all__ = [
     "sample_factors",
     "initial_factors",
     "load_factors",
+    "matrix_bytes",
     "MAX_DIMENSION",
     "MAX_ARRAY_BYTES",
 ]
 
 MAX_DIMENSION = 10_000  # d of matrices read from a file: each d × d letter takes 8 d² bytes (0.8 GB here)
 MAX_ARRAY_BYTES = 2 * 2**30  # one array in an .npz, as its header declares it
+MAX_FILE_BYTES = 3 * MAX_ARRAY_BYTES  # a whole .npz (two arrays and their headers)
+MAX_ENTRY = 1e6  # |an entry| of a from-file matrix: beyond it the moments of degree M overflow
+
+
+def matrix_bytes(model, n, inits=None, batch=0, L=1):
+    """An upper estimate of the memory (bytes) of a run on n × n matrices of ``model``: its factors (a
+    tied ``W_k`` is n × width_ratio·n), their letters, a few products of the trace-moment stack and the
+    flow's work arrays, and — for SGD — a minibatch of ``batch`` samples of ``L`` tokens and its
+    pre-activations. Checked against ``[truncation] max_memory_gb`` before anything is allocated."""
+    widest = max([1.0] + [spec.width_ratio for spec in (inits or {}).values()])
+    square = 8.0 * n * n * (model.K * (3 + 2 * widest) + 6)
+    return square + 8.0 * batch * L * n * (model.K + 3)
 
 
 def letter_matrices(model, factors):
@@ -95,9 +109,12 @@ def load_factors(model, path, d=None):
 def _read_npz(path, alternatives):
     """The arrays of the first of ``alternatives`` (tuples of names) an .npz holds in full, checked."""
     try:
+        check_regular_file(path, MAX_FILE_BYTES, "from-file init")
         archive = zipfile.ZipFile(path)
     except FileNotFoundError:
         raise ModelError(f"from-file init: {str(path)!r} not found") from None
+    except MomentgenError as error:
+        raise ModelError(str(error)) from None
     except (zipfile.BadZipFile, OSError) as error:
         raise ModelError(f"from-file init: {str(path)!r} is not an .npz archive ({error})") from None
     with archive:
@@ -121,6 +138,11 @@ def _read_npz(path, alternatives):
                 array = np.lib.format.read_array(member, allow_pickle=False)
             if not np.all(np.isfinite(array)):
                 raise ModelError(f"{path}: array {name} holds non-finite values (NaN or inf)")
+            if array.size and np.abs(array).max() > MAX_ENTRY:
+                raise ModelError(
+                    f"{path}: array {name} has an entry of size {np.abs(array).max():.3g}; entries must be at most "
+                    f"{MAX_ENTRY:g} (the factors' entries are O(1/√d))"
+                )
             out[name] = np.asarray(array, dtype=float)
     return out
 
@@ -141,6 +163,8 @@ def _check_shape(shape, dtype, path, name):
     if len(shape) != 2:
         raise ModelError(f"{path}: array {name} must be a matrix (2-d), got shape {shape}")
     d = shape[0]
+    if min(shape) < 1:
+        raise ModelError(f"{path}: array {name} has shape {shape}: a matrix needs at least one row and column")
     if d > MAX_DIMENSION or shape[1] > MAX_DIMENSION:
         raise ModelError(
             f"{path}: array {name} has shape {shape}: the letters would be {d} × {d} "

@@ -5,7 +5,11 @@ Each worker process limits itself to one BLAS thread (the CLI and the Makefile s
 16× slower for the SGD loops).
 """
 
+import os
+import re
 import sys
+import threading
+import time
 
 import joblib
 from tqdm.auto import tqdm
@@ -23,19 +27,47 @@ def run_tasks(tasks, n_jobs=None, scheduler=None, progress=None):
     stderr (default: when stderr is a terminal).
     """
     jobs = [joblib.delayed(function)(*args) for function, args in tasks]
+    if scheduler is not None:
+        _check_address(scheduler)
     if not jobs:
         return []
     if scheduler is None:
-        parallel = joblib.Parallel(n_jobs=n_jobs or min(2, len(jobs)), backend="loky", return_as="generator")
         show = sys.stderr.isatty() if progress is None else progress
-        return list(tqdm(parallel(jobs), total=len(jobs), desc="tasks", unit="task", disable=not show, leave=False))
+        with joblib.parallel_config(backend="loky", initializer=_exit_with_parent):
+            parallel = joblib.Parallel(n_jobs=n_jobs or min(2, len(jobs)), return_as="generator")
+            return list(tqdm(parallel(jobs), total=len(jobs), desc="tasks", unit="task", disable=not show, leave=False))
     try:
         from dask.distributed import Client  # noqa: PLC0415 - optional: pip install momentgen[dask]
     except ImportError:
         raise MomentgenError(
             f"a Dask scheduler ({scheduler}) needs dask.distributed: pip install 'momentgen[dask]'"
         ) from None
+    try:
+        client = Client(scheduler, timeout=30)
+    except (OSError, TimeoutError, ValueError) as error:
+        raise MomentgenError(f"cannot reach the Dask scheduler {scheduler!r}: {error}") from None
+    with client, joblib.parallel_config(backend="dask"):
+        return joblib.Parallel()(jobs)
 
-    with Client(scheduler):
-        with joblib.parallel_config(backend="dask"):
-            return joblib.Parallel()(jobs)
+
+_ADDRESS = re.compile(r"(tcp|tls|ucx|ws|wss|inproc)://[A-Za-z0-9._\-\[\]:]+")
+
+
+def _check_address(scheduler):
+    """A Dask scheduler address (``tcp://host:port``, or tls/ucx/ws/wss/inproc), else a `MomentgenError`."""
+    if not isinstance(scheduler, str) or not _ADDRESS.fullmatch(scheduler):
+        shown = repr(scheduler)[:80]
+        raise MomentgenError(f"scheduler {shown} is not a Dask scheduler address such as tcp://127.0.0.1:8786")
+
+
+def _exit_with_parent(period=1.0):
+    """Worker initializer: end this worker as soon as the process that started it is gone (a killed
+    ``compare`` must not leave workers computing for minutes)."""
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(period)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="momentgen-exit-with-parent", daemon=True).start()

@@ -27,8 +27,9 @@ from tqdm.auto import tqdm
 
 from . import models
 from .codegen import compile_pointwise
+from .errors import MomentgenError
 from .flow import run as run_flow
-from .matrices import initial_factors, letter_matrices, trace_moments
+from .matrices import initial_factors, letter_matrices, matrix_bytes, trace_moments
 from .models import Batch, Model
 from .words import canonical, parse
 
@@ -40,6 +41,7 @@ __all__ = [
     "simulate_config",
     "mean_increments",
     "steps_for",
+    "check_sgd_plan",
     "loss_gradient",
     "initial_factors",
 ]
@@ -64,9 +66,49 @@ class SimulationResult:
 
 def steps_for(model, times, d, lr):
     """SGD steps that reach the theory times (the kind's `steps_per_time`, e.g. tied ``n = t d/(4η)``);
-    ``model`` is a `Model` or a kind's name."""
+    ``model`` is a `Model` or a kind's name. A count that is not a finite number below 2⁶² (``T = 1e300``,
+    ``lr = 1e-300``) is a `MomentgenError`, never a wrapped-around integer."""
     family = model.family if isinstance(model, Model) else models.get(model)
-    return np.rint(np.asarray(times, dtype=float) * family.steps_per_time(d, lr)).astype(np.int64)
+    with np.errstate(all="ignore"):
+        steps = np.rint(np.asarray(times, dtype=float) * family.steps_per_time(d, lr))
+    if not np.all(np.isfinite(steps)) or np.max(steps, initial=0) > 2.0**62:
+        raise MomentgenError(
+            f"SGD would need {np.max(steps, initial=0):.3g} steps to reach {family.time_symbol} = "
+            f"{np.max(times, initial=0):.3g} at d = {d}, lr = {lr:g}: lower [integrate] T or raise lr"
+        )
+    return steps.astype(np.int64)
+
+
+def check_sgd_plan(config, d=None):
+    """Refuse, before anything runs, an SGD reference of ``config`` at ``d`` (default ``[sgd] d``) that
+    needs more than ``[sgd] max_steps`` steps per seed, more memory than ``[truncation] max_memory_gb``, or
+    whose output grid is finer than one SGD step (two grid times would be labelled with one step's
+    values). Returns the steps per seed."""
+    sgd_table, integrate = config.section("sgd"), config.section("integrate")
+    d = sgd_table["d"] if d is None else d
+    family, lr = config.model.family, sgd_table["lr"]
+    steps = int(steps_for(config.model, [integrate["T"]], d, lr)[0])
+    if steps > sgd_table["max_steps"]:
+        raise MomentgenError(
+            f"the SGD reference at d = {d} needs {steps:.3g} steps per seed to reach {family.time_symbol} = "
+            f"{integrate['T']:g} (limit [sgd] max_steps = {sgd_table['max_steps']:.3g}): lower [integrate] T, "
+            "raise lr, or raise max_steps"
+        )
+    memory = matrix_bytes(config.model, d, config.inits(), sgd_table["batch"], config.section("model")["L"])
+    if memory > config.max_bytes:
+        raise MomentgenError(
+            f"the SGD reference at d = {d} (batch {sgd_table['batch']}) needs about {memory / 2**30:.3g} GiB; the "
+            f"limit is [truncation] max_memory_gb = {config.max_bytes / 2**30:g}: lower d or batch, or raise the limit"
+        )
+    spacing = integrate["T"] / (integrate["points"] - 1)
+    step = 1.0 / family.steps_per_time(d, lr)
+    if step > spacing * (1 + 1e-9):
+        raise MomentgenError(
+            f"one SGD step at d = {d} is {step:.3g} on {family.time_symbol}, longer than the output spacing "
+            f"{spacing:.3g}: SGD cannot be reported at those times; lower [integrate] points to at most "
+            f"{int(integrate['T'] / step) + 1} or lower lr"
+        )
+    return steps
 
 
 def loss_gradient(loss):
@@ -279,6 +321,7 @@ def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41):
     sgd_table, integrate = config.section("sgd"), config.section("integrate")
     d = sgd_table["d"] if d is None else d
     seeds = sgd_table["seeds"] if seeds is None else seeds
+    check_sgd_plan(config, d)
     times = np.linspace(0.0, integrate["T"], integrate["points"])
     words = config.reported_words()
     with_means = not config.model.family.centred

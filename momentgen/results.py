@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .errors import MomentgenError
+
 __all__ = ["Result"]
 
 
@@ -109,11 +111,13 @@ class Result:
     def plot(self, words=None, ax=None):
         """Draw ``words`` (default: every non-constant series, at most 6) against t on ``ax`` (a new
         figure's when None), with the window the run vouches for shaded; returns the Axes."""
+        t = np.asarray(self.t)
+        if not len(t):
+            raise MomentgenError(f"nothing to plot: the result has no times (status {self.status}: {self.message})")
         if ax is None:
             from matplotlib.figure import Figure  # noqa: PLC0415 - plotting is optional
 
             ax = Figure(figsize=(5.5, 3.8)).subplots()
-        t = np.asarray(self.t)
         words = words or [w for w, v in self.series.items() if np.ptp(np.asarray(v)) > 0][:6]
         for w in words:
             ax.plot(t, self.series[w], label=f"μ({w})")

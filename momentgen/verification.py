@@ -48,7 +48,7 @@ from .hierarchy import build
 from .initial import empirical_moments
 from .matrices import initial_factors
 from .potential import Potential
-from .reference import mean_increments, sgd
+from .reference import check_sgd_plan, mean_increments, sgd
 from .truncation import Truncation
 from .words import parse
 
@@ -87,6 +87,7 @@ def verify(config, dims=(100, 200), seeds=tuple(range(8)), steps=2000, kappa=Non
     (default: the config's ``lr·d/batch``; the learning rate is then κB/d at each d). ``out``: a
     folder for ``verify.json`` and ``verify.png``. Returns a `Verification`.
     """
+    _check_arguments(config, dims, seeds, steps)
     start = _States(config)
     d1, d2 = start.dims if start.fixed else sorted(dims)
     if d1 == d2 or d1 < 2:
@@ -97,6 +98,8 @@ def verify(config, dims=(100, 200), seeds=tuple(range(8)), steps=2000, kappa=Non
     kappa = sgd["lr"] * sgd["d"] / sgd["batch"] if kappa is None else float(kappa)
     if not 0 < kappa < 1:
         raise ConfigError(f"verify runs SGD at kappa = lr*d/batch in (0, 1), got {kappa:g}: set --kappa")
+    for d in (d1, d2):  # before anything runs: each SGD reference fits its step and memory budgets
+        check_sgd_plan(config.replace(sgd={"d": d, "lr": kappa * sgd["batch"] / d}), d)
     say = _reporter(progress)
     checks, figures = {}, {}
     checks["drift"], figures["drift"] = _guarded(_drift, config, start, (d1, d2), kappa, steps, say)
@@ -114,6 +117,25 @@ def verify(config, dims=(100, 200), seeds=tuple(range(8)), steps=2000, kappa=Non
         _write(out, result, figures, theory)
     say(f"verdict: {result.verdict} — {result.message}")
     return result
+
+
+def _check_arguments(config, dims, seeds, steps):
+    """The arguments as the CLI and the API both pass them: ``dims`` two integers and ``seeds`` integers,
+    each valid as ``[sgd] d`` / ``[sgd] seeds``; ``steps`` an integer ≥ `MIN_STEPS`."""
+    if isinstance(dims, (str, bytes)) or not isinstance(dims, (list, tuple)) or len(dims) != 2:
+        raise ConfigError(f"verify takes dims as two integers d1, d2, e.g. (100, 200), got {str(dims)[:60]!r}")
+    for d in dims:
+        config.replace(sgd={"d": d})
+    config.replace(sgd={"seeds": list(seeds)})
+    if isinstance(steps, bool) or not isinstance(steps, int) or not MIN_STEPS <= steps <= 10**8:
+        raise ConfigError(
+            f"verify steps (SGD steps of the drift check) must be an integer from {MIN_STEPS} to 1e8, got "
+            f"{str(steps)[:40]!r}: a standard error needs many steps"
+        )
+
+
+#: the fewest SGD steps of the drift check (its standard error needs a sample)
+MIN_STEPS = 100
 
 
 def _guarded(leg, *args):

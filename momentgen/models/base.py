@@ -333,6 +333,20 @@ class ModelKind:
         return f"<model kind {self.name!r}>"
 
 
+def symmetric_file_matrix(S, path, kind):
+    """A from-file ``S`` that must be symmetric (tied, symmetric kinds): returned as it is, or a
+    `ModelError` naming the file, the key and the asymmetry — never silently symmetrised."""
+    if S.shape[0] != S.shape[1]:
+        raise ModelError(f"{path}: array S must be square for the {kind} model, got shape {S.shape}")
+    asymmetry = float(np.abs(S - S.T).max())
+    if asymmetry > 1e-12 * max(1.0, float(np.abs(S).max())):
+        raise ModelError(
+            f"{path}: array S is not symmetric (max |S - Sᵀ| = {asymmetry:.3g}); the {kind} model needs a "
+            "symmetric S: symmetrise it yourself if that is what you mean"
+        )
+    return S
+
+
 def psd_root(X, tol=1e-12):
     """``F`` (n × rank) with ``F Fᵀ = X`` for a symmetric PSD ``X``; eigenvalues below tol·max dropped."""
     w, V = np.linalg.eigh(0.5 * (X + X.T))

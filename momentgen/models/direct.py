@@ -8,6 +8,7 @@ one letter, so the hierarchy closes on (t, Ψ, Ω): the zero closure is exact.
 
 import numpy as np
 
+from ..errors import ModelError
 from .base import Family, ModelKind, Rule, token_mix, token_pairs
 
 __all__ = ["DIRECT", "Direct"]
@@ -109,7 +110,10 @@ class Direct(ModelKind):
         return c * np.eye(d)
 
     def file_factor(self, arrays, path):
-        return arrays["S"]
+        S = arrays["S"]
+        if S.shape[0] != S.shape[1]:
+            raise ModelError(f"{path}: array S must be square for the direct model, got shape {S.shape}")
+        return S
 
     def law_factor(self, spec, n, rng, gaussian):
         return gaussian(spec.scale, n)

@@ -24,8 +24,16 @@ d = ∞ law is the semicircle of radius 2σ (μ(S²) = σ²), independent indice
 
 import numpy as np
 
-from ..errors import ModelError
-from .base import Family, ModelKind, Rule, single_letter_overlap, single_letter_words, token_mix, token_pairs
+from .base import (
+    Family,
+    ModelKind,
+    Rule,
+    single_letter_overlap,
+    single_letter_words,
+    symmetric_file_matrix,
+    token_mix,
+    token_pairs,
+)
 
 __all__ = ["SYMMETRIC", "Symmetric", "semicircle_quantiles"]
 
@@ -116,10 +124,7 @@ class Symmetric(ModelKind):
         return c * np.eye(d)
 
     def file_factor(self, arrays, path):
-        S = arrays["S"]
-        if S.shape[0] != S.shape[1] or not np.allclose(S, S.T, atol=1e-12 * max(1.0, np.abs(S).max())):
-            raise ModelError(f"{path}: S must be a symmetric matrix for the symmetric model")
-        return 0.5 * (S + S.T)
+        return symmetric_file_matrix(arrays["S"], path, "symmetric")
 
     def law_factor(self, spec, n, rng, gaussian):
         Q, R = np.linalg.qr(rng.standard_normal((n, n)))

@@ -10,7 +10,17 @@ import numpy as np
 
 from ..errors import ModelError
 from ..representation import free_poisson_component
-from .base import Family, ModelKind, Rule, psd_root, single_letter_overlap, single_letter_words, token_mix, token_pairs
+from .base import (
+    Family,
+    ModelKind,
+    Rule,
+    psd_root,
+    single_letter_overlap,
+    single_letter_words,
+    symmetric_file_matrix,
+    token_mix,
+    token_pairs,
+)
 
 __all__ = ["TIED", "Tied"]
 
@@ -109,8 +119,8 @@ class Tied(ModelKind):
     def file_factor(self, arrays, path):
         if "W" in arrays:
             return arrays["W"]
-        S = arrays["S"]
-        w, V = np.linalg.eigh(0.5 * (S + S.T))
+        S = symmetric_file_matrix(arrays["S"], path, "tied")
+        w, V = np.linalg.eigh(S)
         if w.min() < -1e-10 * max(1.0, abs(w).max()):
             raise ModelError(f"{path}: S must be positive semi-definite for the tied model (eigenvalue {w.min():.3g})")
         return V * np.sqrt(np.clip(w, 0, None))
