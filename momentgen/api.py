@@ -24,6 +24,7 @@ from threadpoolctl import threadpool_limits
 
 from . import comparison as _compare
 from . import verification as _verify
+from .arguments import int_list, names, seed_list, shown
 from .closures import solve_with_closure
 from .config import ConfigError, load_config
 from .reference import simulate_config
@@ -43,37 +44,6 @@ def _flag(value, name):
     if value is not None and not isinstance(value, bool):
         raise ConfigError(f"{name} must be True, False or None, got {value!r}")
     return value
-
-
-def seed_list(seeds, name="seeds"):
-    """Seeds as the CLI and the API both take them: a count N (seeds 0..N−1) or a list of integers ≥ 0;
-    anything else is a `ConfigError` naming ``name``. (Validated again by ``[sgd] seeds``.)"""
-    if isinstance(seeds, int) and not isinstance(seeds, bool):
-        if not 1 <= seeds <= 100_000:
-            raise ConfigError(f"{name} as a count must be between 1 and 100000, got {seeds}")
-        return list(range(seeds))
-    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, (list, tuple, range, np.ndarray)):
-        raise ConfigError(f"{name} must be a count or a list of integers ≥ 0, e.g. [0, 1], got {_shown(seeds)}")
-    return [int(s) if isinstance(s, np.integer) else s for s in seeds]
-
-
-def int_list(values, name):
-    """A list of integers given as a list/tuple (or one integer); a string such as "10,20" or a float is a
-    `ConfigError` naming ``name`` (each value is validated again by its ``[table] key``)."""
-    if isinstance(values, int) and not isinstance(values, bool):
-        values = [values]
-    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, range, np.ndarray)) or not len(values):
-        raise ConfigError(f"{name} must be a non-empty list of integers, got {_shown(values)}")
-    out = [int(v) if isinstance(v, np.integer) else v for v in values]
-    bad = [v for v in out if isinstance(v, bool) or not isinstance(v, int)]
-    if bad:
-        raise ConfigError(f"{name} must be a list of integers; {_shown(bad[0])} is not one")
-    return out
-
-
-def _shown(value, limit=60):
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
 
 
 def solve(config, closure=None, degree=None, size=None, finite_lr=None, **overrides):
@@ -134,7 +104,7 @@ def compare(
     config = _config(config, overrides, finite_lr)
     degrees = [config.section("truncation")["degree"]] if degrees is None else int_list(degrees, "degrees")
     dims = [config.section("sgd")["d"]] if dims is None else int_list(dims, "dims")
-    closures = [config.section("truncation")["closure"]] if closures is None else _names(closures, "closures")
+    closures = [config.section("truncation")["closure"]] if closures is None else names(closures, "closures")
     for degree in degrees:  # every value passes the file's own validation
         config.replace(truncation={"degree": degree})
     for d in dims:
@@ -147,7 +117,7 @@ def compare(
         else config.replace(sgd={"seeds": seed_list(seeds)}).section("sgd")["seeds"]
     )
     if theory_init not in ("finite", "infinite"):
-        raise ConfigError(f"theory_init must be 'finite' or 'infinite', got {_shown(theory_init)}")
+        raise ConfigError(f"theory_init must be 'finite' or 'infinite', got {shown(theory_init)}")
     if out is not None and not str(out).strip():
         raise ConfigError("out is empty: name a folder, or None for a temporary one")
     out = out or tempfile.mkdtemp(prefix="momentgen-compare-")
@@ -168,24 +138,28 @@ def compare(
 
 
 def verify(
-    config, dims=(100, 200), seeds=tuple(range(8)), steps=2000, kappa=None, out=None, progress=True, **overrides
+    config,
+    dims=(100, 200),
+    seeds=tuple(range(8)),
+    steps=2000,
+    kappa=None,
+    out=None,
+    progress=True,
+    closure=None,
+    budget=None,
+    n_jobs=None,
+    **overrides,
 ):
     """`momentgen.verification.verify` on a configuration: a `momentgen.verification.Verification`
-    (``seeds`` a count or a list; the arguments are validated as the CLI's are)."""
+    (``seeds`` a count or a list; ``closure`` the one to verify, default the configuration's — replaced by
+    a whole-curve closure when a zero closure's window ends before the horizon; ``budget`` seconds to fit;
+    the arguments are validated as the CLI's are)."""
     config = _config(config, overrides)
     with threadpool_limits(1, "blas"):
         return _verify.verify(
             config, int_list(dims, "dims"), seed_list(seeds), steps=steps, kappa=kappa, out=out,
-            progress=_flag(progress, "progress"),
+            progress=_flag(progress, "progress"), closure=closure, budget=budget, n_jobs=n_jobs,
         )  # fmt: skip
-
-
-def _names(values, name):
-    if isinstance(values, str):
-        values = [values]
-    if not isinstance(values, (list, tuple)) or not values or not all(isinstance(v, str) for v in values):
-        raise ConfigError(f"{name} must be a name or a non-empty list of names, got {_shown(values)}")
-    return list(values)
 
 
 class Sweep(list):
@@ -215,7 +189,7 @@ def sweep(config, grid, job="solve", n_jobs=None, scheduler=None, **options):
     processes) or, with ``scheduler`` (``tcp://host:port``), on a Dask cluster. ``options`` go to
     the job (e.g. ``closure="quadrature"``). Returns a `Sweep`."""
     if job not in JOBS:
-        raise ConfigError(f"sweep runs one of {', '.join(JOBS)}, got {_shown(job)}")
+        raise ConfigError(f"sweep runs one of {', '.join(JOBS)}, got {shown(job)}")
     config = load_config(config)
     names = _grid_names(grid)
     count = math.prod(len(grid[n]) for n in names)
@@ -243,10 +217,10 @@ def _grid_names(grid):
         raise ConfigError('a sweep grid is a non-empty dict {"table.key": [values]}, e.g. {"model.gamma": [0.0, 0.1]}')
     for name, values in grid.items():
         if not isinstance(name, str):
-            raise ConfigError(f'sweep parameter names are strings "table.key", got {_shown(name)}')
+            raise ConfigError(f'sweep parameter names are strings "table.key", got {shown(name)}')
         if isinstance(values, (str, bytes, dict)) or not isinstance(values, (list, tuple, range, np.ndarray)):
             raise ConfigError(
-                f"sweep parameter {name!r} needs a list of values, e.g. [{_shown(values)}], got {_shown(values)}"
+                f"sweep parameter {name!r} needs a list of values, e.g. [{shown(values)}], got {shown(values)}"
             )
         if not len(values):
             raise ConfigError(f"sweep parameter {name!r} has no values")

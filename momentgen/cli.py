@@ -23,7 +23,8 @@ Subcommands:
 * ``momentgen verify CONFIG [--closure C] [--degree M] [--d 100,200] [--seeds N] [--steps N] [--kappa K]
   [--json OUT] [--out DIR]``:
   independent evidence with a verdict (`momentgen.verification`): drift at t = 0 vs SGD, the closure and a
-  second one, SGD at two d extrapolated to d = ∞; exit status 0 ``agree``, 1 ``disagree``.
+  second one, SGD at two d extrapolated to d = ∞; exit status 0 ``agree``, 1 ``disagree``, 3 ``cannot
+  verify`` (2: an error before anything ran).
 """
 
 import argparse
@@ -46,7 +47,7 @@ from .errors import MomentgenError
 from .files import ensure_outputs, provenance, write_csv, write_json, write_series_csv
 from .hierarchy import Model, build, check_size
 from .reference import simulate_config
-from .verification import verify
+from .verification import EXIT_STATUS, verify
 from .words import MODELS, enumerate_words
 
 __all__ = ["main"]
@@ -248,28 +249,28 @@ def _cmd_compare(args):
 
 
 def _cmd_verify(args):
-    config = _load(args, truncation={"degree": args.degree, "closure": args.closure})
+    config = _load(args, truncation={"degree": args.degree})
     dims = _int_list(args.d, "--d") or [100, 200]
     if len(dims) != 2:
         raise MomentgenError(f"--d takes two dimensions d1,d2, got {args.d!r}")
-    for d in dims:
-        config.replace(sgd={"d": d})
     outputs = _run_outputs(args.json) if args.json is not None else []
     if args.out is not None:
         folder = _out_path(args.out)
         outputs += [("verify output", folder / name) for name in ("verify.json", "verify.csv", "verify.png")]
         outputs += [("verify figure", folder / f"verify.{suffix}") for suffix in ("svg", "pdf")]
     ensure_outputs(outputs, config.input_paths())
-    result = verify(config, dims, list(range(args.seeds)), steps=args.steps, kappa=args.kappa, out=args.out)
+    result = verify(
+        config, dims, list(range(args.seeds)), steps=args.steps, kappa=args.kappa, out=args.out,
+        closure=args.closure, budget=args.budget, n_jobs=args.jobs,
+    )  # fmt: skip
     if args.json:
         write_json(args.json, {**result.to_json(), "provenance": provenance(config)})
-        rows = [[name, check["passed"], check["message"]] for name, check in result.checks.items()]
-        write_csv(pathlib.Path(args.json).with_suffix(".csv"), ["check", "passed", "message"], rows)
+        write_csv(pathlib.Path(args.json).with_suffix(".csv"), ["check", "passed", "message"], result.rows())
     for name, check in result.checks.items():
         mark = {True: "pass", False: "FAIL", None: "—"}[check["passed"]]
         print(f"{name:12s} {mark:5s} {check['message']}")
     print(f"verdict: {result.verdict}" + (f" — {result.message}" if result.verdict != "agree" else ""))
-    return 0 if result.verdict == "agree" else 1
+    return EXIT_STATUS[result.verdict]
 
 
 def _cmd_cache(args):
@@ -385,8 +386,12 @@ def _parser():
     check.add_argument("--seeds", type=_positive_int, default=8, help="SGD seeds of the finite-d leg (default 8)")
     check.add_argument("--steps", type=_positive_int, default=2000, help="SGD steps of the drift check (default 2000)")
     check.add_argument("--kappa", type=float, help="kappa = lr*d/batch of every SGD run (default: the config's)")
-    check.add_argument("--json", help="output JSON path")
-    check.add_argument("--out", help="folder for verify.json and verify.png")
+    check.add_argument(
+        "--budget", type=float, help="seconds: choose seeds and drift steps to fit (the plan is in the JSON)"
+    )
+    check.add_argument("--jobs", type=_positive_int, help="worker processes for the seeds (default 2)")
+    check.add_argument("--json", help="output JSON path (and its CSV beside it)")
+    check.add_argument("--out", help="folder for verify.json, verify.csv and verify.png")
     check.set_defaults(run=_cmd_verify)
 
     cache = sub.add_parser("cache", help="the compiled-kernel cache: show where it is, or clear it")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from momentgen.cli import main
-from momentgen.config import parse_config
+from momentgen.config import ConfigError, parse_config
 from momentgen.potential import Potential
 from momentgen.verification import verify
 
@@ -19,7 +19,7 @@ SOLVABLE = {
     "init": {"1": {"kind": "gaussian"}, "2": {"kind": "identity", "c": 1.0}},
     "truncation": {"degree": 9, "observables": ["S1", "S1 S1"], "closure": "quadrature"},
     "integrate": {"T": 0.3, "points": 7},
-    "sgd": {"d": 100, "lr": 0.02, "batch": 64},
+    "sgd": {"d": 100, "lr": 0.02, "batch": 256},  # κ = ηd/B = 0.0078: the κ → 0 curve is verified there
 }
 
 
@@ -41,9 +41,10 @@ def test_verify_agrees_on_the_exactly_solvable_case(tmp_path):
 
 def test_verify_disagrees_past_the_zero_closures_window():
     """The zero closure at M = 6 on [0, 0.3] blows up at t ≈ 0.15 (its window ends before the first
-    grid point): the closure check fails and names it, and the finite-d leg sees the blow-up."""
+    grid point): named explicitly (``closure="zero"``), the closure check fails and names it, and the
+    finite-d leg sees the blow-up."""
     config = solvable(truncation={"degree": 6, "observables": ["S1", "S1 S1"], "closure": "zero"})
-    result = verify(config, steps=200, seeds=(0, 1, 2), progress=False)
+    result = verify(config, steps=200, seeds=(0, 1, 2), progress=False, closure="zero")
     assert result.verdict == "disagree"
     assert result.message.startswith("closure: the zero closure")
     assert result.checks["finite-d"]["passed"] is False
@@ -116,3 +117,96 @@ def test_verify_lifts_a_from_file_state_to_twice_its_dimension(tmp_path):
     result = verify(config, steps=600, seeds=(0, 1, 2, 3), progress=False)
     assert result.checks["drift"]["d"] == [60, 120]
     assert result.verdict == "agree", result.message
+
+
+# ---- issue 26: κ, crashes, the shipped examples, the outputs ----------------------------------------------
+
+KAPPA_03 = {
+    **SOLVABLE,
+    "truncation": {"degree": 9, "observables": ["S1", "S1 S1"], "closure": "matrix-model", "size": 200},
+    "sgd": {"d": 100, "lr": 0.3 * 64 / 100, "batch": 64},  # κ = ηd/B = 0.3 at every d (lr ∝ 1/d)
+}
+
+
+def test_at_kappa_03_the_kappa_0_curve_disagrees_and_names_the_fix():
+    """Before: tied mse(h1) at κ = 0.3 with finite_lr = false said `agree` (an "O(κ) allowance" swallowed
+    the effect). Now the configured κ → 0 curve is compared with SGD at κ = 0.3: the drift check sees
+    the term (measured 65 SE at 600 steps), and the message says to set finite_lr = true."""
+    result = verify(parse_config(KAPPA_03), dims=(60, 120), seeds=(0, 1, 2, 3), steps=600, progress=False)
+    assert result.verdict == "disagree" and result.message.startswith("drift:")
+    assert "set [integrate] finite_lr = true" in result.message
+
+
+def test_at_kappa_03_the_curve_with_the_term_agrees():
+    """The same run with finite_lr = true: the matrix-model closure carries the term (the stochastic
+    matrix model) and verify agrees (measured: drift worst 4.1 SE of a 4-SE + 1 % tolerance; finite-d
+    0.1× its tolerance)."""
+    config = parse_config({**KAPPA_03, "integrate": {**SOLVABLE["integrate"], "finite_lr": True}})
+    result = verify(config, dims=(60, 120), seeds=(0, 1, 2, 3), steps=600, progress=False)
+    assert result.verdict == "agree", result.message
+    assert result.checks["closure"]["kappa"] == pytest.approx(0.3)
+
+
+def test_a_closure_that_cannot_carry_the_term_is_cannot_verify(tmp_path, capsys):
+    """The quadrature closure of the tied kind cannot carry the finite-learning-rate term: with finite_lr
+    = true that is its own verdict, `cannot verify` (exit status 3), naming the closure that can."""
+    raw = {**KAPPA_03, "truncation": SOLVABLE["truncation"], "integrate": {**SOLVABLE["integrate"], "finite_lr": True}}
+    result = verify(parse_config(raw), dims=(60, 120), seeds=(0, 1, 2), steps=200, progress=False)
+    assert result.verdict == "cannot verify" and "--closure matrix-model" in result.message
+    path = write_config(tmp_path, raw)
+    assert main(["verify", str(path), "--d", "60,120", "--seeds", "3", "--steps", "200"]) == 3
+
+
+def test_a_cross_check_that_stops_early_does_not_crash():
+    """Before: tied h1, zero closure, degree 8, T = 0.3, 31 points, validity_tol = 1e-3 raised IndexError
+    in the cross-check (a mask of the main curve's times applied to a curve that stopped early). Now the
+    curves are compared on their common times and the verdict names the closure's window."""
+    config = solvable(
+        truncation={"degree": 8, "observables": ["S1", "S1 S1"], "closure": "zero"},
+        integrate={"T": 0.3, "points": 31, "validity_tol": 1e-3},
+    )
+    result = verify(config, dims=(40, 80), seeds=(0, 1, 2), steps=200, progress=False, closure="zero")
+    assert result.verdict == "disagree" and result.message.startswith("closure: the zero closure stopped")
+    assert "--closure quadrature" in result.message
+    assert "could not run" not in result.checks["cross-check"]["message"]
+
+
+def test_an_unexpected_error_in_a_leg_is_a_failed_leg(monkeypatch):
+    """Any exception inside a leg is that leg's failure with its message, never a traceback."""
+    from momentgen import verification
+
+    def broken(*args):
+        raise IndexError("boolean index did not match")
+
+    monkeypatch.setattr(verification, "_cross_check", broken)
+    result = verify(solvable(), dims=(40, 80), seeds=(0, 1, 2), steps=200, progress=False)
+    assert result.checks["cross-check"] == {
+        "passed": False,
+        "message": "could not run: IndexError: boolean index did not match",
+    }
+    assert result.verdict == "disagree"
+
+
+def test_a_zero_closure_past_its_window_is_replaced_and_said(tmp_path):
+    """Not named explicitly, a zero closure whose window ends before the horizon is replaced by the
+    quadrature closure; the closure check says so and how to compute that curve. `--out` writes the
+    CSV beside the JSON, and `to_pandas()` has one row per check."""
+    config = solvable(truncation={"degree": 6, "observables": ["S1", "S1 S1"], "closure": "zero"})
+    result = verify(config, dims=(40, 80), steps=300, seeds=(0, 1, 2), progress=False, out=tmp_path)
+    assert result.checks["closure"]["closure"] == "quadrature"
+    assert 'set [truncation] closure = "quadrature"' in result.checks["closure"]["message"]
+    frame = result.to_pandas()
+    assert list(frame.index) == ["drift", "closure", "cross-check", "finite-d"]
+    assert frame.attrs["verdict"] == result.verdict
+    csv = (tmp_path / "verify.csv").read_text().splitlines()
+    assert csv[0] == "check,passed,message" and len(csv) == 5
+
+
+def test_a_budget_chooses_seeds_and_steps_and_reports_the_plan():
+    """``budget``: the seeds and drift steps are cut to fit (never below 3 seeds and 100 steps), the plan
+    is reported; a budget below the smallest plan is refused up front."""
+    result = verify(solvable(), dims=(40, 80), budget=6, progress=False)
+    plan = result.checks["finite-d"]["plan"]
+    assert 3 <= len(plan["seeds"]) < 8 and 100 <= plan["steps"] < 2000 and plan["estimated_s"] <= 6
+    with pytest.raises(ConfigError, match="below the smallest plan"):
+        verify(solvable(), budget=0.01, progress=False)
