@@ -27,6 +27,8 @@ def run_tasks(tasks, n_jobs=None, scheduler=None, progress=None):
     stderr (default: when stderr is a terminal).
     """
     jobs = [joblib.delayed(function)(*args) for function, args in tasks]
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or not 1 <= n_jobs <= 1024):
+        raise MomentgenError(f"n_jobs must be a number of worker processes from 1 to 1024, got {str(n_jobs)[:40]!r}")
     if scheduler is not None:
         _check_address(scheduler)
     if not jobs:

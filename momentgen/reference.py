@@ -31,6 +31,7 @@ from .errors import MomentgenError
 from .flow import run as run_flow
 from .matrices import initial_factors, letter_matrices, matrix_bytes, trace_moments
 from .models import Batch, Model
+from .parallel import run_tasks
 from .words import canonical, parse
 
 __all__ = [
@@ -310,13 +311,23 @@ def matrix_flow(model, factors, source, *, times, words, rtol=1e-9, atol=1e-11):
     )
 
 
-def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41):
+def _seed_run(config, d, seed, times, words, fast_times, progress):
+    """One seed of `simulate_config` (a task for `momentgen.parallel.run_tasks`)."""
+    table = config.section("model")
+    return sgd(config.model, config.loss(), config.inits(), d=d, lr=config.section("sgd")["lr"],
+               batch=config.section("sgd")["batch"], times=times, words=words, gamma=table["gamma"], C=table["C"],
+               seed=seed, progress=progress, fast_times=fast_times)  # fmt: skip
+
+
+def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41, n_jobs=None):
     """Run ``[sgd]`` for every seed up to ``[integrate] T``; JSON-ready dict (the ``simulate`` output).
 
     Series are the mean over seeds, ``spread`` their standard deviation; times are on the
     model's axis. Kinds with a mean also report the means m_k on the fast axis t = nη. ``status``
     is "ok", or "diverged" (``message`` says at which step) — then the series hold the times
-    every seed reached, and nothing non-finite.
+    every seed reached, and nothing non-finite. Several seeds run in parallel on ``n_jobs`` worker
+    processes (default 2, one BLAS thread each; a bar of finished seeds), one seed in this process
+    (a bar of its steps).
     """
     sgd_table, integrate = config.section("sgd"), config.section("integrate")
     d = sgd_table["d"] if d is None else d
@@ -326,24 +337,11 @@ def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41):
     words = config.reported_words()
     with_means = not config.model.family.centred
     fast_times = np.linspace(0.0, integrate["fast_T"], fast_points) if with_means else None
-    runs = [
-        sgd(
-            config.model,
-            config.loss(),
-            config.inits(),
-            d=d,
-            lr=sgd_table["lr"],
-            batch=sgd_table["batch"],
-            times=times,
-            words=words,
-            gamma=config.section("model")["gamma"],
-            C=config.section("model")["C"],
-            seed=seed,
-            progress=progress,
-            fast_times=fast_times,
-        )
-        for seed in seeds
-    ]
+    if len(seeds) == 1:
+        runs = [_seed_run(config, d, seeds[0], times, words, fast_times, progress)]
+    else:
+        tasks = [(_seed_run, (config, d, seed, times, words, fast_times, False)) for seed in seeds]
+        runs = run_tasks(tasks, n_jobs=n_jobs, progress=progress)
     reached = min(len(r.t) for r in runs)
     stack = {w: np.array([r.series[w][:reached] for r in runs]) for w in runs[0].series}
     failed = [r for r in runs if r.info["status"] != "ok"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import MomentgenError
+from .words import canonical
 
 __all__ = ["Result"]
 
@@ -109,8 +110,9 @@ class Result:
         return frame
 
     def plot(self, words=None, ax=None):
-        """Draw ``words`` (default: every non-constant series, at most 6) against t on ``ax`` (a new
-        figure's when None), with the window the run vouches for shaded; returns the Axes."""
+        """Draw ``words`` (default: every non-constant series, at most 6; any spelling of a word, or a derived
+        column such as ``"p12"``) against t on ``ax`` (a new figure's when None), with the window the run
+        vouches for shaded; returns the Axes."""
         t = np.asarray(self.t)
         if not len(t):
             raise MomentgenError(f"nothing to plot: the result has no times (status {self.status}: {self.message})")
@@ -120,7 +122,8 @@ class Result:
             ax = Figure(figsize=(5.5, 3.8)).subplots()
         words = words or [w for w, v in self.series.items() if np.ptp(np.asarray(v)) > 0][:6]
         for w in words:
-            ax.plot(t, self.series[w], label=f"μ({w})")
+            label, values = _column_of(self, w)
+            ax.plot(t, values, label=label)
         if len(t) and 0 < self.valid_until < t[-1]:
             ax.axvspan(self.valid_until, t[-1], color="0.9", zorder=0, label="beyond valid_until")
         elif len(t) and self.valid_until == 0 and t[-1] > 0:
@@ -132,6 +135,20 @@ class Result:
         )
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
         return ax
+
+
+def _column_of(result, word):
+    """(label, values) of a word in any spelling (``"S2 S1"`` is ``"S1 S2"``) or a derived column."""
+    if word in result.derived:
+        return word, result.derived[word]
+    try:
+        key = canonical(word, result.model)
+    except MomentgenError:
+        key = None
+    if key not in result.series:
+        known = ", ".join(list(result.series)[:8] + list(result.derived))
+        raise MomentgenError(f"no column {word!r} in this result: its words and derived columns are {known}")
+    return f"μ({key})", result.series[key]
 
 
 def _plain(value):

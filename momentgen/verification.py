@@ -34,8 +34,9 @@ computed as configured (a closure that cannot carry the finite-learning-rate ter
 Independent legs: drift (SGD side) and finite-d (SGD). The theory legs (closure, cross-check) are
 consistency checks of the theory with itself. An unexpected error inside a leg is a failed leg with its
 message, never a traceback. A from-file init fixes the state: the SGD runs start from it at its d and,
-lifted by F ⊗ I₂ (every moment unchanged), at 2d. Kinds with a mean (untied) skip the drift check: at
-t = 0 their mean is not yet slaved (the fast phase), so a slow drift is not defined there.
+lifted by F ⊗ I₂ (every moment unchanged), at 2d. Kinds with a mean (untied): at t = 0 the mean is not
+yet slaved, so the drift is checked where the fast phase ends — the same matrices with each trainable
+mean moved to m*(q) (`_after_fast_phase`).
 Times are on the kind's axis (tied t = 4nη/d; others τ = nη/d).
 """
 
@@ -126,8 +127,9 @@ def verify(
     (default: the config's ``lr·d/batch``; the learning rate is then κB/d at each d); the theory carries
     the finite-learning-rate term at that κ only when ``[integrate] finite_lr`` is on. ``closure``: the
     closure to verify (default: the configuration's, replaced by a whole-curve one when its window ends
-    before the horizon). ``budget``: seconds — seeds and drift steps are chosen to fit (at most the ones
-    given; at least 3 seeds and `MIN_STEPS`) and the plan is in ``checks["finite-d"]["plan"]``.
+    before the horizon). ``budget``: seconds — seeds, drift steps and, if need be, smaller dimensions are
+    chosen to fit (at most the ones given; at least 3 seeds and `MIN_STEPS`; `_plan`) and the plan is in
+    ``checks["finite-d"]["plan"]``.
     ``n_jobs``: worker processes of the seeds (default 2). ``out``: a folder for ``verify.json``,
     ``verify.csv`` and ``verify.png``. Returns a `Verification`.
     """
@@ -153,6 +155,7 @@ def verify(
     closure_check, chosen = _guarded(_closure, config, closure is not None, curve_kappa, say)
     theory_seconds = time.perf_counter() - begin
     plan = _plan(config, start, (d1, d2), seeds, steps, kappa, budget, n_jobs, theory_seconds, say)
+    d1, d2 = plan["dims"]
     checks, figures = {}, {}
     checks["drift"], figures["drift"] = _guarded(_drift, config, start, (d1, d2), kappa, curve_kappa, plan, say)
     checks["closure"] = closure_check
@@ -226,35 +229,54 @@ def _reporter(progress):
 
 
 def _plan(config, start, dims, seeds, steps, kappa, budget, n_jobs, theory_seconds, say):
-    """{"seeds", "steps", "budget", "estimated_s"}: what the legs will run. Without a budget, what was
-    asked for; with one, SGD's cost per step is measured at each d (20 steps) and the seeds and the drift
-    steps are cut to fit: a quarter of the budget for the drift, the rest for the seeds — each an SGD run
-    at both d and the closure from both starts (``theory_seconds`` each, measured) — which run on
-    ``n_jobs`` processes (default 2). A budget below the smallest plan is a `ConfigError`."""
-    plan = {"seeds": list(seeds), "steps": steps, "budget": budget, "estimated_s": None}
+    """{"dims", "seeds", "steps", "budget", "estimated_s"}: what the legs will run. Without a budget, what
+    was asked for. With one, SGD's cost per step is measured at each d (20 steps) and the plan is cut to
+    fit: a quarter of the budget for the drift steps, the rest for the seeds — each an SGD run at both d
+    and the closure from both starts (``theory_seconds`` each, measured) — which run on ``n_jobs``
+    processes (default 2); where even 3 seeds and `MIN_STEPS` drift steps do not fit, the dimensions are
+    halved (down to d₁ ≥ 25; not for a from-file state, whose d is fixed). A budget below the smallest
+    plan is a `ConfigError` that says what it would need."""
+    plan = {"dims": list(dims), "seeds": list(seeds), "steps": steps, "budget": budget, "estimated_s": None}
     if budget is None:
         return plan
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0:
         raise ConfigError(f"budget must be a positive number of seconds, got {budget!r}")
+    workers, candidates = n_jobs or 2, [dims]
+    while not start.fixed and candidates[-1][0] // 2 >= 25:
+        candidates.append((candidates[-1][0] // 2, candidates[-1][1] // 2))
+    batch = config.section("sgd")["batch"]
+    for trial in candidates:
+        try:  # a smaller d has longer steps: its SGD must still resolve the output grid
+            for d in trial:
+                check_sgd_plan(config.replace(sgd={"d": d, "lr": kappa * batch / d}), d)
+        except MomentgenError:
+            break
+        drift_cost, per_seed = _costs(config, start, trial, kappa, theory_seconds)
+        drift_steps = int(min(steps, 0.25 * budget / drift_cost))
+        n_seeds = int(min(len(seeds), 0.75 * budget * workers / per_seed))
+        if drift_steps >= MIN_STEPS and n_seeds >= 3:
+            plan.update(dims=list(trial), seeds=list(seeds)[:n_seeds], steps=drift_steps)
+            plan["estimated_s"] = drift_steps * drift_cost + n_seeds * per_seed / workers
+            say(f"plan for {budget:g} s: d = {trial[0]}, {trial[1]}, {n_seeds} seeds, {drift_steps} drift steps "
+                f"(SGD ≈ {plan['estimated_s']:.0f} s)")  # fmt: skip
+            return plan
+    smallest = MIN_STEPS * drift_cost + 3 * per_seed / workers
+    raise ConfigError(
+        f"budget {budget:g} s is below the smallest plan (3 seeds, {MIN_STEPS} drift steps at d = {trial[0]}, "
+        f"{trial[1]}: about {smallest:.0f} s): raise the budget"
+    )
+
+
+def _costs(config, start, dims, kappa, theory_seconds):
+    """(seconds per drift step at both d, seconds per seed of the finite-d leg) at ``dims``."""
     batch, T = config.section("sgd")["batch"], config.section("integrate")["T"]
-    cost, per_seed = {}, 2 * theory_seconds
+    drift, per_seed = 0.0, 2 * theory_seconds
     for d in dims:
         lr = kappa * batch / d
-        cost[d] = _step_seconds(config, start.factors(d, 0), lr)
-        per_seed += T * config.model.family.steps_per_time(d, lr) * cost[d]
-    workers = n_jobs or 2
-    drift_steps = int(min(steps, 0.25 * budget / sum(cost.values())))
-    n_seeds = int(min(len(seeds), 0.75 * budget * workers / per_seed))
-    smallest = MIN_STEPS * sum(cost.values()) + 3 * per_seed / workers
-    if drift_steps < MIN_STEPS or n_seeds < 3:
-        raise ConfigError(
-            f"budget {budget:g} s is below the smallest plan (3 seeds, {MIN_STEPS} drift steps: about "
-            f"{smallest:.0f} s of SGD at d = {dims[0]}, {dims[1]}): raise the budget or lower the dimensions"
-        )
-    plan.update(seeds=list(seeds)[:n_seeds], steps=drift_steps)
-    plan["estimated_s"] = drift_steps * sum(cost.values()) + n_seeds * per_seed / workers
-    say(f"plan for {budget:g} s: {n_seeds} seeds, {drift_steps} drift steps (SGD ≈ {plan['estimated_s']:.0f} s)")
-    return plan
+        cost = _step_seconds(config, start.factors(d, 0), lr)
+        drift += cost
+        per_seed += T * config.model.family.steps_per_time(d, lr) * cost
+    return drift, per_seed
 
 
 def _step_seconds(config, factors, lr, steps=20):
@@ -334,8 +356,6 @@ def _exact_program(model, words, noise):
 def _drift(config, start, dims, kappa, curve_kappa, plan, say):
     """The configured curve's drift at t = 0 (its κ: ``curve_kappa``) against SGD's mean step at κ."""
     model = config.model
-    if not model.family.centred:
-        return {"passed": None, "message": "not run: at t = 0 the mean of this kind is not slaved yet"}, None
     words = _observables(config)
     program, rows = _exact_program(model, words, noise=True)
     potential = Potential.from_config(config)
@@ -345,21 +365,25 @@ def _drift(config, start, dims, kappa, curve_kappa, plan, say):
     for d in dims:
         say(f"drift check: d = {d}, {steps} SGD steps from one state")
         factors = start.factors(d, 0)
+        if not model.family.centred:  # at t = 0 the mean is not slaved: the state after the fast phase
+            factors = _after_fast_phase(config, factors, program, potential)
         y0 = empirical_moments(model, factors, program.word_codes)
-        theory = Truncation(program, potential, gamma, kappa=curve_kappa).rhs(0.0, y0)[rows]
-        with_term = Truncation(program, potential, gamma, kappa=kappa).rhs(0.0, y0)[rows]
+        means = model.family.means(factors)
+        theory = Truncation(program, potential, gamma, means=means, kappa=curve_kappa).rhs(0.0, y0)[rows]
+        with_term = Truncation(program, potential, gamma, means=means, kappa=kappa).rhs(0.0, y0)[rows]
         mean, se = mean_increments(
             model, config.loss(), factors, lr=kappa * batch / d, batch=batch, words=words, steps=steps,
             gamma=gamma, C=C, seed=1,
         )  # fmt: skip
         per_d[d] = {"theory": theory, "with_term": with_term, "sgd": mean, "se": se}
     (d1, a), (d2, b) = per_d.items()
+    x1, x2 = (d ** -_correction_power(model) for d in dims)
 
     def extrapolated(key):
-        return (d2 * (b["sgd"] - b[key]) - d1 * (a["sgd"] - a[key])) / (d2 - d1)
+        return (x1 * (b["sgd"] - b[key]) - x2 * (a["sgd"] - a[key])) / (x1 - x2)
 
     gap = extrapolated("theory")
-    se = np.hypot(d2 * b["se"], d1 * a["se"]) / (d2 - d1)
+    se = np.hypot(x1 * b["se"], x2 * a["se"]) / (x1 - x2)
     tolerance = SIGMAS * se + DRIFT_REST * np.abs(b["theory"])
     worst = int(np.argmax(np.abs(gap) / tolerance))
     passed = bool(np.all(np.abs(gap) <= tolerance))
@@ -383,6 +407,28 @@ def _drift(config, start, dims, kappa, curve_kappa, plan, say):
         "tolerance": tolerance.tolist(),
     }
     return check, {"words": words, "gap": gap, "se": se, "tolerance": tolerance}
+
+
+def _correction_power(model):
+    """The order of the finite-d correction: O(1/d) for a centred kind, O(1/√d) with a mean (μ(M) = m/√d)."""
+    return 1.0 if model.family.centred else 0.5
+
+
+def _after_fast_phase(config, factors, program, potential):
+    """The state at the end of the fast phase (MATH.md §4): at d = ∞ the fast phase moves only the means,
+    to m*(q) at the frozen q, so the factors are moved onto that slow manifold directly — each trainable
+    mean set to m*(q) of the state's own moments (`shift_to_mean`, the fast phase's own direction). The
+    same q at every d, as the extrapolation in d needs (SGD's own fast phase would also move q by
+    τ = fast_T/d, a different state at each d); m exactly at m*, as the slow drift needs (a residual
+    m − m* enters the drift of μ(M) = m/√d multiplied by √d)."""
+    from .models.untied import shift_to_mean  # noqa: PLC0415 - the one kind with a mean
+
+    model, gamma = config.model, config.section("model")["gamma"]
+    for _ in range(3):  # the shift moves the even words by O(m²/d): m*(q) of the shifted state, again
+        truncation = Truncation(program, potential, gamma, means=model.family.means(factors))
+        m_star = truncation.slaved_mean(empirical_moments(model, factors, program.word_codes))
+        factors = [shift_to_mean(*f, m_star[k - 1]) if k in model.trainable else f for k, f in enumerate(factors, 1)]
+    return factors
 
 
 # ---- 2. the closure, 3. a second closure ------------------------------------------------------------------
@@ -568,7 +614,7 @@ def _extrapolate(config, theory, gaps, dims, kappa, n_seeds):
     n = min(len(a["bound"]), len(b["bound"]), len(theory.t))
     t = np.asarray(theory.t[:n])
     sigmas = max(SIGMAS, float(scipy.stats.t.ppf(0.9995, n_seeds - 1)))  # few seeds: a Student-t SE
-    power = 1.0 if config.model.family.centred else 0.5  # O(1/d) centred, O(1/√d) with a mean (μ(M) = m/√d)
+    power = _correction_power(config.model)
     rows, curves = {}, {}
     for w in a["mean"]:
         g1, g2 = a["mean"][w][:n], b["mean"][w][:n]

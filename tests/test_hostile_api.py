@@ -571,3 +571,18 @@ def test_a_mistyped_config_path_gets_a_suggestion(tmp_path):
         load_config(tmp_path / "bsae.toml")
     with pytest.raises(ConfigError, match="did you mean the example 'fig4_linear'"):
         load_config("fig4_lienar.toml")
+
+
+def test_plot_takes_any_spelling_of_a_word_and_derived_columns():
+    """Before: `res.plot(words=["S2 S1"])` and `["p12"]` raised a bare KeyError (issue 32 item 4)."""
+    result = mg.solve("fig4_linear", integrate={"T": 0.02, "points": 5}, closure="quadrature", degree=9)
+    labels = [line.get_label() for line in result.plot(words=["S2 S1", "p12"]).get_lines()]
+    assert labels == ["μ(S1 S2)", "p12"]
+    with pytest.raises(MomentgenError, match="no column 'S9'.*p12"):
+        result.plot(words=["S9"])
+
+
+@pytest.mark.parametrize("n_jobs", [0, "2", 2.5, True])
+def test_a_bad_number_of_workers_is_named(n_jobs):
+    with pytest.raises(MomentgenError, match="n_jobs must be"):
+        mg.sweep(TIED, {"model.gamma": [0.0, 0.1]}, n_jobs=n_jobs)
