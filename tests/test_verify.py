@@ -202,12 +202,19 @@ def test_a_zero_closure_past_its_window_is_replaced_and_said(tmp_path):
     assert csv[0] == "check,passed,message" and len(csv) == 5
 
 
-def test_a_budget_chooses_seeds_and_steps_and_reports_the_plan():
-    """``budget``: the seeds and drift steps are cut to fit (never below 3 seeds and 100 steps), the plan
-    is reported; a budget below the smallest plan is refused up front."""
-    result = verify(solvable(), dims=(40, 80), budget=6, progress=False)
+def test_a_budget_chooses_seeds_steps_and_dimensions_and_reports_the_plan(monkeypatch):
+    """``budget``: the seeds, the drift steps and, if need be, the dimensions are cut to fit (never below 3
+    seeds and 100 steps) and the plan is reported; a budget below the smallest plan is refused up front.
+    The measured costs are replaced by fixed ones (a drift step 1 ms; a seed d₁/25 s) so that the plan
+    does not depend on this machine's speed: with 2 s and 2 workers, d = 100 and 50 do not fit 3 seeds,
+    d = 25 does (0.75·2·2/1 = 3 seeds; 0.25·2/(2·1 ms) = 250 drift steps)."""
+    from momentgen import verification
+
+    monkeypatch.setattr(verification, "_costs", lambda config, start, dims, *rest: (2e-3, dims[0] / 25))
+    result = verify(solvable(), budget=2, progress=False)
     plan = result.checks["finite-d"]["plan"]
-    assert 3 <= len(plan["seeds"]) < 8 and 100 <= plan["steps"] < 2000 and plan["estimated_s"] <= 6
+    assert plan["dims"] == [25, 50] and len(plan["seeds"]) == 3 and plan["steps"] == 250
+    assert result.checks["drift"]["d"] == [25, 50] and plan["estimated_s"] <= 2
     with pytest.raises(ConfigError, match="below the smallest plan"):
         verify(solvable(), budget=0.01, progress=False)
 
