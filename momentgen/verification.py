@@ -148,7 +148,7 @@ def verify(
     if not 0 < kappa < 1:
         raise ConfigError(f"verify runs SGD at kappa = lr*d/batch in (0, 1), got {kappa:g}: set --kappa")
     for d in (d1, d2):  # before anything runs: each SGD reference fits its step and memory budgets
-        check_sgd_plan(config.replace(sgd={"d": d, "lr": kappa * sgd_table["batch"] / d}), d)
+        check_sgd_plan(_sgd_config(config, d, kappa, _sgd_points(config, d1, kappa)), d)
     curve_kappa = kappa if config.section("integrate")["finite_lr"] else 0.0  # the configured curve's κ
     say = _reporter(progress)
     begin = time.perf_counter()
@@ -244,11 +244,10 @@ def _plan(config, start, dims, seeds, steps, kappa, budget, n_jobs, theory_secon
     workers, candidates = n_jobs or 2, [dims]
     while not start.fixed and candidates[-1][0] // 2 >= 25:
         candidates.append((candidates[-1][0] // 2, candidates[-1][1] // 2))
-    batch = config.section("sgd")["batch"]
     for trial in candidates:
-        try:  # a smaller d has longer steps: its SGD must still resolve the output grid
+        try:  # a smaller d has longer steps: its SGD must still resolve a grid of at least 2 points
             for d in trial:
-                check_sgd_plan(config.replace(sgd={"d": d, "lr": kappa * batch / d}), d)
+                check_sgd_plan(_sgd_config(config, d, kappa, _sgd_points(config, trial[0], kappa)), d)
         except MomentgenError:
             break
         drift_cost, per_seed = _costs(config, start, trial, kappa, theory_seconds)
@@ -265,6 +264,19 @@ def _plan(config, start, dims, seeds, steps, kappa, budget, n_jobs, theory_secon
         f"budget {budget:g} s is below the smallest plan (3 seeds, {MIN_STEPS} drift steps at d = {trial[0]}, "
         f"{trial[1]}: about {smallest:.0f} s): raise the budget"
     )
+
+
+def _sgd_points(config, d, kappa):
+    """Output points an SGD run at ``d`` (lr = κB/d) resolves on [0, T]: ``[integrate] points``, or fewer
+    so that the spacing is at least one SGD step (the finite-d leg reads SGD only at times it reached)."""
+    T, points = config.section("integrate")["T"], config.section("integrate")["points"]
+    step = 1.0 / config.model.family.steps_per_time(d, kappa * config.section("sgd")["batch"] / d)
+    return max(2, min(points, int(T / step * (1 + 1e-9)) + 1))
+
+
+def _sgd_config(config, d, kappa, points):
+    """The configuration of verify's SGD run at ``d``: lr = κB/d, ``points`` output times."""
+    return config.replace(sgd={"d": d, "lr": kappa * config.section("sgd")["batch"] / d}, integrate={"points": points})
 
 
 def _costs(config, start, dims, kappa, theory_seconds):
@@ -588,8 +600,9 @@ def _finite_d(config, theory, dims, kappa, plan, n_jobs, say):
     batch, seeds = config.section("sgd")["batch"], plan["seeds"]
     words = [w for w in _observables(config) if w in theory.series]
     say(f"finite-d: SGD at d = {dims[0]}, {dims[1]}, {len(seeds)} seeds each, and the theory from each start")
+    times = np.linspace(0.0, config.section("integrate")["T"], _sgd_points(config, dims[0], kappa))
     tasks = [
-        (_seed_pair, (config.raw, config.source, d, seed, kappa * batch / d, theory.t, words, theory.kappa))
+        (_seed_pair, (config.raw, config.source, d, seed, kappa * batch / d, times, words, theory.kappa))
         for d in dims
         for seed in seeds
     ]
@@ -607,20 +620,21 @@ def _finite_d(config, theory, dims, kappa, plan, n_jobs, say):
             "se": {w: v.std(0, ddof=1) / np.sqrt(len(seeds)) for w, v in differences.items()},
             "bound": np.max([r["bound"][:n] for r in runs], axis=0),
         }
-    return _extrapolate(config, theory, gaps, dims, kappa, len(seeds))
+    return _extrapolate(config, theory, gaps, dims, kappa, len(seeds), times)
 
 
-def _extrapolate(config, theory, gaps, dims, kappa, n_seeds):
-    """The finite-d verdict from the per-d mean gaps: linear in x = 1/d (1/√d with a mean) to d = ∞."""
+def _extrapolate(config, theory, gaps, dims, kappa, n_seeds, times):
+    """The finite-d verdict from the per-d mean gaps at ``times``: linear in x = 1/d (1/√d with a mean)
+    to d = ∞."""
     (d1, a), (d2, b) = (dims[0], gaps[dims[0]]), (dims[1], gaps[dims[1]])
-    n = min(len(a["bound"]), len(b["bound"]), len(theory.t))
-    t = np.asarray(theory.t[:n])
+    n = min(len(a["bound"]), len(b["bound"]), len(times))
+    t = np.asarray(times[:n])
     sigmas = max(SIGMAS, float(scipy.stats.t.ppf(0.9995, n_seeds - 1)))  # few seeds: a Student-t SE
     power = _correction_power(config.model)
     rows, curves = {}, {}
     for w in a["mean"]:
         g1, g2 = a["mean"][w][:n], b["mean"][w][:n]
-        scale = np.maximum(1.0, np.abs(theory.series[w][:n]))
+        scale = np.maximum(1.0, np.abs(np.interp(t, theory.t, theory.series[w])))
         estimate = np.maximum(a["bound"][:n], b["bound"][:n]) * scale  # the closures' own error
         fits = {}
         for label, p in (("main", power), ("alternative", 1.5 - power)):
