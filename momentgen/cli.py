@@ -21,7 +21,7 @@ Subcommands:
   ``DIR/compare.png`` and ``DIR/compare.json`` (with a table of sup-errors); with ``--finite-lr``
   each theory curve also at the SGD runs' own κ = lr·d/batch;
 * ``momentgen verify CONFIG [--closure C] [--degree M] [--d 100,200] [--seeds N] [--steps N] [--kappa K]
-  [--json OUT] [--out DIR]``:
+  [--budget SECONDS] [--jobs N] [--json OUT] [--out DIR]``:
   independent evidence with a verdict (`momentgen.verification`): drift at t = 0 vs SGD, the closure and a
   second one, SGD at two d extrapolated to d = ∞; exit status 0 ``agree``, 1 ``disagree``, 3 ``cannot
   verify`` (2: an error before anything ran).
@@ -380,14 +380,18 @@ def _parser():
 
     check = sub.add_parser("verify", help="independent evidence for a configuration, with a verdict")
     check.add_argument("config", help="TOML configuration file")
-    check.add_argument("--closure", help="zero | quadrature | matrix-model (default: [truncation] closure)")
+    check.add_argument(
+        "--closure",
+        help="zero | quadrature | matrix-model: verify this one as asked (default: [truncation] closure, a zero "
+        "closure whose window ends before T replaced by the whole-curve closure, said in the output)",
+    )
     check.add_argument("--degree", type=_positive_int, help="override [truncation] degree")
     check.add_argument("--d", help="two comma-separated SGD dimensions (default 100,200)")
     check.add_argument("--seeds", type=_positive_int, default=8, help="SGD seeds of the finite-d leg (default 8)")
     check.add_argument("--steps", type=_positive_int, default=2000, help="SGD steps of the drift check (default 2000)")
     check.add_argument("--kappa", type=float, help="kappa = lr*d/batch of every SGD run (default: the config's)")
     check.add_argument(
-        "--budget", type=float, help="seconds: choose seeds and drift steps to fit (the plan is in the JSON)"
+        "--budget", type=float, help="seconds: cut seeds, drift steps and if need be d to fit (the plan is in the JSON)"
     )
     check.add_argument("--jobs", type=_positive_int, help="worker processes for the seeds (default 2)")
     check.add_argument("--json", help="output JSON path (and its CSV beside it)")
