@@ -74,7 +74,7 @@ def simulate(config, d=None, seeds=None, progress=None, **overrides):
         status=data["status"],
         message=data["message"],
         valid_until=float(t[-1]) if len(t) else 0.0,
-        extra={k: data[k] for k in ("spread", "d", "lr", "batch", "seeds", "steps", "seconds")},
+        extra={k: data[k] for k in ("spread", "d", "lr", "batch", "seeds", "steps", "t_reached", "seconds")},
         config_hash=data["config_hash"],
         kappa=data["lr"] * data["d"] / data["batch"],
     )

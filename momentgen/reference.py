@@ -323,11 +323,12 @@ def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41, n
     """Run ``[sgd]`` for every seed up to ``[integrate] T``; JSON-ready dict (the ``simulate`` output).
 
     Series are the mean over seeds, ``spread`` their standard deviation; times are on the
-    model's axis. Kinds with a mean also report the means m_k on the fast axis t = nη. ``status``
-    is "ok", or "diverged" (``message`` says at which step) — then the series hold the times
-    every seed reached, and nothing non-finite. Several seeds run in parallel on ``n_jobs`` worker
-    processes (default 2, one BLAS thread each; a bar of finished seeds), one seed in this process
-    (a bar of its steps).
+    model's axis (``t`` the grid, ``t_reached`` the times of the whole steps measured, within half a
+    step of it; a grid finer than one step is refused by `check_sgd_plan`). Kinds with a mean also
+    report the means m_k on the fast axis t = nη. ``status`` is "ok", or "diverged" (``message`` says
+    at which step) — then the series hold the times every seed reached, and nothing non-finite.
+    Several seeds run in parallel on ``n_jobs`` worker processes (default 2, one BLAS thread each; a
+    bar of finished seeds), one seed in this process (a bar of its steps).
     """
     sgd_table, integrate = config.section("sgd"), config.section("integrate")
     d = sgd_table["d"] if d is None else d
@@ -352,6 +353,8 @@ def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41, n
         "series": {w: v.mean(axis=0).tolist() for w, v in stack.items()},
         "spread": {w: v.std(axis=0).tolist() for w, v in stack.items()},
         "steps": runs[0].steps[:reached].tolist(),
+        # when each value was measured: a whole number of steps, within half a step of its grid time
+        "t_reached": (runs[0].steps[:reached] / config.model.family.steps_per_time(d, sgd_table["lr"])).tolist(),
         "d": d,
         "lr": sgd_table["lr"],
         "batch": sgd_table["batch"],
