@@ -53,19 +53,25 @@ def test_verify_disagrees_past_the_zero_closures_window():
     assert result.checks["finite-d"]["passed"] is False
 
 
+def scale_the_potential_gradient(monkeypatch, factor):
+    """Mutation of the theory in this process: ∂Φ/∂Q1 and ∂Φ/∂Q2 multiplied by ``factor`` (the drift check
+    runs here; worker processes of the finite-d leg keep the true potential)."""
+    original = Potential.at
+
+    def mutated(self, *args, **kwargs):
+        value = original(self, *args, **kwargs)
+        value.dQ1, value.dQ2 = factor * value.dQ1, factor * value.dQ2
+        return value
+
+    monkeypatch.setattr(Potential, "at", mutated)
+
+
 def test_verify_catches_a_wrong_coefficient(monkeypatch):
     """Mutation: ∂Φ/∂Q1 and ∂Φ/∂Q2 scaled by 1.1 inside the theory (the SGD side never calls the
     potential). The drift check sees it and names it first (measured at B = 256: the gap is 22 SE on
     μ(S1 S1), 3.6× the tolerance; at 600 steps 11 SE): it resolves a coefficient error of ≈ 3 % at
     its default 2000 steps."""
-    original = Potential.at
-
-    def mutated(self, *args, **kwargs):
-        value = original(self, *args, **kwargs)
-        value.dQ1, value.dQ2 = 1.1 * value.dQ1, 1.1 * value.dQ2
-        return value
-
-    monkeypatch.setattr(Potential, "at", mutated)
+    scale_the_potential_gradient(monkeypatch, 1.1)
     result = verify(solvable(), steps=2000, seeds=(0, 1, 2), progress=False)
     assert result.verdict == "disagree" and result.message.startswith("drift:")
 
@@ -241,14 +247,7 @@ def test_the_untied_drift_is_checked_where_the_fast_phase_ends(monkeypatch):
     result = verify(config, seeds=(0, 1, 2), steps=600, progress=False)
     assert result.checks["drift"]["passed"] is True, result.checks["drift"]["message"]
     assert result.verdict == "agree", result.message
-    original = Potential.at
-
-    def mutated(self, *args, **kwargs):
-        value = original(self, *args, **kwargs)
-        value.dQ1, value.dQ2 = 1.1 * value.dQ1, 1.1 * value.dQ2
-        return value
-
-    monkeypatch.setattr(Potential, "at", mutated)
+    scale_the_potential_gradient(monkeypatch, 1.1)
     result = verify(config, seeds=(0, 1, 2), steps=1500, progress=False, n_jobs=1)
     assert result.verdict == "disagree" and result.message.startswith("drift:"), result.message
 
