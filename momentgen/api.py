@@ -24,9 +24,10 @@ from threadpoolctl import threadpool_limits
 
 from . import comparison as _compare
 from . import verification as _verify
-from .arguments import int_list, names, seed_list, shown
+from .arguments import int_list, names, seed_list
 from .closures import solve_with_closure
 from .config import ConfigError, load_config
+from .errors import shown
 from .reference import simulate_config
 from .results import Result
 
@@ -35,14 +36,12 @@ __all__ = ["load_config", "solve", "simulate", "compare", "verify", "sweep", "Co
 
 def _config(config, overrides, finite_lr=None):
     config = load_config(config, **overrides)
-    if finite_lr is not None and not isinstance(finite_lr, bool):
-        raise ConfigError(f"finite_lr must be True, False or None, got {finite_lr!r}")
-    return config.replace(integrate={"finite_lr": True}) if finite_lr else config
+    return config.replace(integrate={"finite_lr": True}) if _flag(finite_lr, "finite_lr") else config
 
 
 def _flag(value, name):
     if value is not None and not isinstance(value, bool):
-        raise ConfigError(f"{name} must be True, False or None, got {value!r}")
+        raise ConfigError(f"{name} must be True, False or None, got {shown(value)}")
     return value
 
 
@@ -157,7 +156,7 @@ def verify(
     config = _config(config, overrides)
     with threadpool_limits(1, "blas"):
         return _verify.verify(
-            config, int_list(dims, "dims"), seed_list(seeds), steps=steps, kappa=kappa, out=out,
+            config, dims, seeds, steps=steps, kappa=kappa, out=out,
             progress=_flag(progress, "progress"), closure=closure, budget=budget, n_jobs=n_jobs,
         )  # fmt: skip
 

@@ -5,8 +5,9 @@ configuration key it sets (`momentgen.config`)."""
 import numpy as np
 
 from .config import ConfigError
+from .errors import shown
 
-__all__ = ["seed_list", "int_list", "names", "shown"]
+__all__ = ["seed_list", "int_list", "names"]
 
 
 def seed_list(seeds, name="seeds"):
@@ -33,11 +34,6 @@ def int_list(values, name):
     if bad:
         raise ConfigError(f"{name} must be a list of integers; {shown(bad[0])} is not one")
     return out
-
-
-def shown(value, limit=60):
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
 
 
 def names(values, name):

@@ -70,7 +70,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import models
-from .errors import ModelError, MomentgenError
+from .errors import ModelError, MomentgenError, shown
 from .files import read_regular_file
 from .inits import InitSpec
 from .losses import builtin, parse_expression
@@ -447,8 +447,9 @@ def _plain_tables(data):
     for table, values in data.items():
         bad = [k for k in (values if isinstance(values, dict) else ()) if not isinstance(k, str)]
         if not isinstance(table, str) or bad:
-            shown = _shown(bad[0] if bad else table)
-            raise ConfigError(f"configuration keys are strings (table and key names), got {shown}")
+            raise ConfigError(
+                f"configuration keys are strings (table and key names), got {shown(bad[0] if bad else table)}"
+            )
         if isinstance(values, dict):
             data[table] = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in values.items()}
     return data
@@ -557,7 +558,7 @@ def _table(given, fields, where, name):
         try:
             out[key] = check(given[key])
         except (ValueError, OverflowError) as error:
-            raise ConfigError(f"{where}{name} {key} {error}, got {_shown(given[key])}") from None
+            raise ConfigError(f"{where}{name} {key} {error}, got {shown(given[key])}") from None
     return out
 
 
@@ -669,18 +670,12 @@ def _check_loss(config):
         )
 
 
-def _shown(value, limit=60):
-    """A value as an error message shows it: its repr, cut after ``limit`` characters."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
-
-
 def _check_keys(given, allowed, where, table):
     for key in given:
         if not isinstance(key, str):
-            raise ConfigError(f"{where}keys in {table} are names (strings), got {_shown(key)}")
+            raise ConfigError(f"{where}keys in {table} are names (strings), got {shown(key)}")
         if key not in allowed:
-            key = _shown(key, 40)[1:-1] if len(key) > 40 else key
+            key = shown(key, 40)[1:-1] if len(key) > 40 else key
             near = difflib.get_close_matches(key, list(allowed), n=1)
             hint = f"; did you mean `{near[0]}`?" if near else f"; valid keys: {', '.join(allowed)}"
             raise ConfigError(f"{where}unknown key `{key}` in {table}{hint}")

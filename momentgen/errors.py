@@ -14,7 +14,15 @@ __all__ = [
     "NonFinitePotential",
     "NoSlavedMean",
     "STATE_ERRORS",
+    "shown",
 ]
+
+
+def shown(value, limit=60):
+    """A value as an error message shows it: its repr, cut after ``limit`` characters (a 200 kB string is
+    not echoed in full)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
 
 
 class MomentgenError(Exception):

@@ -49,10 +49,10 @@ import numpy as np
 import scipy.stats
 from matplotlib.figure import Figure
 
-from .arguments import int_list, seed_list, shown
+from .arguments import int_list, seed_list
 from .closures import solve_with_closure
 from .config import ConfigError, parse_config
-from .errors import ModelError, MomentgenError
+from .errors import ModelError, MomentgenError, shown
 from .files import PAPER_FORMATS, provenance, save_figure, write_csv, write_json
 from .hierarchy import build
 from .initial import empirical_moments
@@ -133,8 +133,7 @@ def verify(
     ``n_jobs``: worker processes of the seeds (default 2). ``out``: a folder for ``verify.json``,
     ``verify.csv`` and ``verify.png``. Returns a `Verification`.
     """
-    _check_arguments(config, dims, seeds, steps)
-    dims, seeds = int_list(dims, "dims"), seed_list(seeds)
+    dims, seeds = _checked_arguments(config, dims, seeds, steps)
     if closure is not None:
         config = config.replace(truncation={"closure": closure})
     start = _States(config)
@@ -147,8 +146,7 @@ def verify(
     kappa = sgd_table["lr"] * sgd_table["d"] / sgd_table["batch"] if kappa is None else float(kappa)
     if not 0 < kappa < 1:
         raise ConfigError(f"verify runs SGD at kappa = lr*d/batch in (0, 1), got {kappa:g}: set --kappa")
-    for d in (d1, d2):  # before anything runs: each SGD reference fits its step and memory budgets
-        check_sgd_plan(_sgd_config(config, d, kappa, _sgd_points(config, d1, kappa)), d)
+    _check_sgd_runs(config, (d1, d2), kappa)  # before anything runs
     curve_kappa = kappa if config.section("integrate")["finite_lr"] else 0.0  # the configured curve's κ
     say = _reporter(progress)
     begin = time.perf_counter()
@@ -188,20 +186,22 @@ def _verdict(config, checks, kappa, curve_kappa):
     return Verification("agree", "every check passed", checks, config.digest)
 
 
-def _check_arguments(config, dims, seeds, steps):
-    """The arguments as the CLI and the API both pass them: ``dims`` two integers and ``seeds`` integers,
-    each valid as ``[sgd] d`` / ``[sgd] seeds``; ``steps`` an integer ≥ `MIN_STEPS`."""
+def _checked_arguments(config, dims, seeds, steps):
+    """(dims, seeds) as lists, after checking the arguments as the CLI and the API both pass them:
+    ``dims`` two integers and ``seeds`` a count or integers, each valid as ``[sgd] d`` / ``[sgd] seeds``;
+    ``steps`` an integer ≥ `MIN_STEPS`."""
     dims = int_list(dims, "dims")
     if len(dims) != 2:
         raise ConfigError(f"verify takes dims as two integers d1, d2, e.g. (100, 200), got {shown(dims)}")
     for d in dims:
         config.replace(sgd={"d": d})
-    config.replace(sgd={"seeds": seed_list(seeds)})
+    seeds = config.replace(sgd={"seeds": seed_list(seeds)}).section("sgd")["seeds"]
     if isinstance(steps, bool) or not isinstance(steps, int) or not MIN_STEPS <= steps <= 10**8:
         raise ConfigError(
             f"verify steps (SGD steps of the drift check) must be an integer from {MIN_STEPS} to 1e8, got "
             f"{str(steps)[:40]!r}: a standard error needs many steps"
         )
+    return dims, seeds
 
 
 def _guarded(leg, *args):
@@ -246,8 +246,7 @@ def _plan(config, start, dims, seeds, steps, kappa, budget, n_jobs, theory_secon
         candidates.append((candidates[-1][0] // 2, candidates[-1][1] // 2))
     for trial in candidates:
         try:  # a smaller d has longer steps: its SGD must still resolve a grid of at least 2 points
-            for d in trial:
-                check_sgd_plan(_sgd_config(config, d, kappa, _sgd_points(config, trial[0], kappa)), d)
+            _check_sgd_runs(config, trial, kappa)
         except MomentgenError:
             break
         drift_cost, per_seed = _costs(config, start, trial, kappa, theory_seconds)
@@ -274,9 +273,12 @@ def _sgd_points(config, d, kappa):
     return max(2, min(points, int(T / step * (1 + 1e-9)) + 1))
 
 
-def _sgd_config(config, d, kappa, points):
-    """The configuration of verify's SGD run at ``d``: lr = κB/d, ``points`` output times."""
-    return config.replace(sgd={"d": d, "lr": kappa * config.section("sgd")["batch"] / d}, integrate={"points": points})
+def _check_sgd_runs(config, dims, kappa):
+    """`check_sgd_plan` for verify's SGD runs at both ``dims`` (lr = κB/d), on the grid d₁ resolves."""
+    points = _sgd_points(config, dims[0], kappa)
+    for d in dims:
+        lr = kappa * config.section("sgd")["batch"] / d
+        check_sgd_plan(config.replace(sgd={"d": d, "lr": lr}, integrate={"points": points}), d)
 
 
 def _costs(config, start, dims, kappa, theory_seconds):
