@@ -53,6 +53,7 @@ examples: install
 	$(BIN)/python examples/weak_recovery.py --out out/examples
 	$(BIN)/python examples/finite_lr.py --out out/examples
 	$(BIN)/python examples/multihead.py --out out/examples
+	$(BIN)/python examples/schedules.py --out out/examples
 
 demo: install
 	$(BIN)/momentgen generate-truncation examples/configs/fig4_linear.toml --out out/demo/fig4_linear.py

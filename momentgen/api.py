@@ -5,7 +5,7 @@
 >>> cfg = mg.load_config("fig4_linear", integrate={"T": 0.02, "points": 5})
 >>> res = mg.solve(cfg, closure="quadrature", degree=9)
 >>> res.status, res.to_pandas().shape
-('ok', (5, 6))
+('ok', (5, 8))
 
 Every function accepts what `load_config` accepts (a path, a dict, an example's name or a
 `Config`) plus per-table overrides, e.g. ``mg.solve("fig4_linear", truncation={"degree": 6})``.
@@ -55,6 +55,7 @@ def solve(config, closure=None, degree=None, size=None, finite_lr=None, **overri
 def simulate(config, d=None, seeds=None, progress=None, **overrides):
     """Online SGD at ``d`` (default ``[sgd] d``), mean over ``seeds`` (a count or a list; default ``[sgd]
     seeds``): a `Result` (closure ``"sgd"``, ``extra["spread"]`` the standard deviation over seeds,
+    ``derived["risk"]`` the risk on fresh samples and ``extra["risk_se"]`` its standard error,
     ``extra["d"]``, ``extra["lr"]``…). ``d`` and ``seeds`` are validated like the file's ``[sgd]`` keys."""
     config = _config(config, overrides)
     sgd_overrides = {"d": d, "seeds": None if seeds is None else seed_list(seeds)}
@@ -69,11 +70,11 @@ def simulate(config, d=None, seeds=None, progress=None, **overrides):
         time_scale=data["time_scale"],
         t=t,
         series={w: np.asarray(v) for w, v in data["series"].items()},
-        derived={},
+        derived={"risk": np.asarray(data["risk"])} if "risk" in data else {},
         status=data["status"],
         message=data["message"],
         valid_until=float(t[-1]) if len(t) else 0.0,
-        extra={k: data[k] for k in ("spread", "d", "lr", "batch", "seeds", "steps", "t_reached", "seconds")},
+        extra={k: data[k] for k in ("spread", "risk_se", "d", "lr", "batch", "seeds", "steps", "t_reached", "seconds")},
         config_hash=data["config_hash"],
         kappa=data["lr"] * data["d"] / data["batch"],
     )

@@ -47,6 +47,7 @@ from .errors import MomentgenError
 from .files import ensure_outputs, provenance, write_csv, write_json, write_series_csv
 from .hierarchy import Model, build, check_size
 from .reference import simulate_config
+from .results import REACHED
 from .verification import EXIT_STATUS, verify
 from .words import MODELS, enumerate_words
 
@@ -139,13 +140,14 @@ def _cmd_solve(args):
     ensure_outputs(_run_outputs(args.json), config.input_paths())
     start = time.perf_counter()
     result = solve_with_closure(config)
-    _write_run(args.json, {**result.to_json(), "provenance": provenance(config)}, result.t, result.series)
+    _write_run(args.json, {**result.to_json(), "provenance": provenance(config)}, result.t,
+               {**result.series, **result.derived})  # fmt: skip
     rate = f" with the finite-learning-rate term (kappa = {result.kappa:.3g})" if result.kappa else ""
     print(
         f"{result.model} {result.closure}{rate}: status {result.status}; {_horizon(result)}; "
         f"{time.perf_counter() - start:.2f} s; wrote {args.json}\n  {result.message}"
     )
-    return 0 if result.status in ("ok", "unverified") else 1
+    return 0 if result.status in REACHED else 1
 
 
 def _out_path(text):
@@ -200,7 +202,8 @@ def _cmd_simulate(args):
     config = _load(args, sgd={"d": args.d, "seeds": None if args.seeds is None else list(range(args.seeds))})
     ensure_outputs(_run_outputs(args.json), config.input_paths())
     result = simulate_config(config)
-    _write_run(args.json, {**result, "provenance": provenance(config)}, result["t"], result["series"])
+    columns = {**result["series"], "risk": result["risk"], "risk_se": result["risk_se"]}
+    _write_run(args.json, {**result, "provenance": provenance(config)}, result["t"], columns)
     print(
         f"SGD {result['model']} d={result['d']} eta={result['lr']} B={result['batch']} seeds={result['seeds']}: "
         f"status {result['status']}, {result['steps'][-1]} steps in {result['seconds']:.1f} s; wrote {args.json}"

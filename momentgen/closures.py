@@ -38,6 +38,7 @@ from .integrate import audited, last_time_within, solve, validity_horizon
 from .problem import Problem
 from .representation import vector_moments
 from .results import Result
+from .risk import theory_risk
 from .truncation import Truncation
 from .words import canonical
 
@@ -62,11 +63,28 @@ class Closure:
         raise NotImplementedError
 
 
-def _derived(model, t, series):
-    """The kind's derived observables (overlaps) when there are two indices."""
-    if model.K < 2:
-        return {}
-    return model.family.derived(lambda word: np.asarray(series[canonical(word, model.kind)]), model.K)
+def _reported(problem, result):
+    """``result`` as reported: on the nominal axis (`Problem.on_nominal_axis`), and ``"partial"`` instead of
+    ``"ok"`` when the closure vouches for less than the horizon (the rows past ``valid_until`` are marked
+    in `Result.to_pandas`)."""
+    result = problem.on_nominal_axis(result)
+    if result.status == "ok" and len(result.t) and result.valid_until < result.t[-1] - 1e-12 * max(1.0, result.t[-1]):
+        result.status = "partial"
+        result.message = (
+            f"vouched for until {result.valid_until:.4g} of {result.t[-1]:.4g} only (past it the closure's own check "
+            f"exceeds validity_tol; to_pandas marks those rows); {result.message}"
+        )
+    return result
+
+
+def _derived(problem, series, means):
+    """The derived columns: the population risk Φ along the run (`momentgen.risk.theory_risk`, on the
+    branch ``means`` of a kind with a mean) and, with two indices or more, the kind's overlaps."""
+    model = problem.model
+    out = {"risk": theory_risk(problem, series, means)}
+    if model.K >= 2:
+        out.update(model.family.derived(lambda word: np.asarray(series[canonical(word, model.kind)]), model.K))
+    return out
 
 
 class ZeroClosure(Closure):
@@ -92,22 +110,25 @@ class ZeroClosure(Closure):
         message = fine.message
         if closed:
             message = f"the {model.kind} model's hierarchy is closed: solved exactly (no closure needed); {message}"
-        return Result(
-            model.kind,
-            self.name,
-            model.time_scale,
-            fine.t,
-            series,
-            _derived(model, fine.t, series),
-            fine.status,
-            message,
-            validity_horizon(fine, runs.get(M - 2), words, integrate["validity_tol"], closed),
-            degree=M,
-            potential=problem.potential.accuracy_report(),
-            fast=fast,
-            extra={"method": fine.method, "nfev": fine.nfev, "seconds": fine.seconds},
-            config_hash=config.digest,
-            kappa=problem.kappa,
+        return _reported(
+            problem,
+            Result(
+                model.kind,
+                self.name,
+                model.time_scale,
+                fine.t,
+                series,
+                _derived(problem, series, fast.get("m_star", problem.means)),
+                fine.status,
+                message,
+                validity_horizon(fine, runs.get(M - 2), words, integrate["validity_tol"], closed),
+                degree=M,
+                potential=problem.potential.accuracy_report(),
+                fast=fast,
+                extra={"method": fine.method, "nfev": fine.nfev, "seconds": fine.seconds},
+                config_hash=config.digest,
+                kappa=problem.kappa,
+            ),
         )
 
     def _degree(self, problem, degree, observables):
@@ -115,7 +136,10 @@ class ZeroClosure(Closure):
         integrate = problem.integrate
         noise = problem.kappa > 0
         program = build(problem.model, degree, observables, max_bytes=problem.config.max_bytes, noise=noise)
-        truncation = Truncation(program, problem.potential, problem.gamma, means=problem.means, kappa=problem.kappa)
+        truncation = Truncation(
+            program, problem.potential, problem.gamma, means=problem.means, kappa=problem.kappa,
+            kappa_profile=problem.kappa_profile,
+        )  # fmt: skip
         y0 = problem.initial_moments(program.word_codes)
         fast = {}
         if not problem.family.centred:
@@ -127,11 +151,11 @@ class ZeroClosure(Closure):
             return solve(
                 truncation,
                 y0,
-                integrate["T"],
-                integrate["points"],
-                integrate["method"],
-                integrate["rtol"],
-                integrate["atol"],
+                problem.times[-1],
+                method=integrate["method"],
+                rtol=integrate["rtol"],
+                atol=integrate["atol"],
+                grid=problem.times,
             )
 
         def reset():
@@ -188,31 +212,34 @@ class FlowClosure(Closure):
         series = {w: fine.series[w][:reached] for w in words}
         error_series = {"estimate": [float(e) if np.isfinite(e) else None for e in estimate]}
         error_series.update({k: v[:reached] for k, v in fine.info.get("error_series", {}).items()})
-        return Result(
-            model.kind,
-            self.name,
-            model.time_scale,
-            t,
-            series,
-            _derived(model, t, series),
-            status,
-            message,
-            last_time_within(t, estimate, integrate["validity_tol"]),
-            degree=degree,
-            size=legs["fine"][0],
-            error_estimate=float(estimate[-1]) if np.isfinite(estimate[-1]) else None,
-            estimate_is_bound=bounded,
-            error_series=error_series,
-            potential=problem.potential.accuracy_report(),
-            fast=fast,
-            extra={
-                "method": "DOP853",
-                "nfev": fine.info.get("nfev", 0),
-                "estimate_legs": sorted(runs),
-                "seconds": time.perf_counter() - start,
-            },
-            config_hash=problem.config.digest,
-            kappa=problem.kappa,
+        return _reported(
+            problem,
+            Result(
+                model.kind,
+                self.name,
+                model.time_scale,
+                t,
+                series,
+                _derived(problem, series, means),
+                status,
+                message,
+                last_time_within(t, estimate, integrate["validity_tol"]),
+                degree=degree,
+                size=legs["fine"][0],
+                error_estimate=float(estimate[-1]) if np.isfinite(estimate[-1]) else None,
+                estimate_is_bound=bounded,
+                error_series=error_series,
+                potential=problem.potential.accuracy_report(),
+                fast=fast,
+                extra={
+                    "method": "DOP853",
+                    "nfev": fine.info.get("nfev", 0),
+                    "estimate_legs": sorted(runs),
+                    "seconds": time.perf_counter() - start,
+                },
+                config_hash=problem.config.digest,
+                kappa=problem.kappa,
+            ),
         )
 
 

@@ -23,6 +23,7 @@ from .matrices import initial_factors
 from .parallel import run_tasks
 from .problem import Problem
 from .reference import check_sgd_plan, matrix_flow, simulate_config
+from .results import REACHED
 from .words import parse
 
 __all__ = ["compare", "run_tasks", "theory_task", "sgd_task", "flow_task"]
@@ -53,7 +54,7 @@ def flow_task(config_raw, source, d, seed):
         config.model, factors, problem.source(config.initial_means()), times=problem.times, words=problem.words
     )
     return {
-        "t": result.t.tolist(),
+        "t": problem.nominal_times[: len(result.t)].tolist(),  # integrated on the schedule's s, reported on t
         "series": {w: v.tolist() for w, v in result.series.items()},
         "d": d,
         "seconds": time.perf_counter() - start,
@@ -112,6 +113,7 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
             "mean": {w: v.mean(0).tolist() for w, v in stack.items()},
             "spread": {w: v.std(0).tolist() for w, v in stack.items()},
             "steps": runs[0]["steps"][:reached],
+            **_risk_over_seeds(runs, reached),
             "seconds": sum(r["seconds"] for r in runs),
             "status": next((r["status"] for r in runs if r["status"] != "ok"), "ok"),
             "message": next((r["message"] for r in runs if r["status"] != "ok"), "reached the horizon"),
@@ -148,6 +150,15 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
     write_csv(out / "compare.csv", list(table[0]) if table else [], ([row[k] for k in row] for row in table))
     _figure(data, out / "compare.png")
     return data
+
+
+def _risk_over_seeds(runs, reached):
+    """The SGD risk over the seeds' runs: mean, and its standard error (over seeds when there are several)."""
+    if "risk" not in runs[0]:
+        return {}
+    risks = np.array([r["risk"][:reached] for r in runs])
+    se = risks.std(0, ddof=1) / np.sqrt(len(runs)) if len(runs) > 1 else np.array(runs[0]["risk_se"][:reached])
+    return {"risk": risks.mean(0).tolist(), "risk_se": se.tolist()}
 
 
 def _with_kappa(config, specs, dims):
@@ -189,11 +200,13 @@ def _moves(model, word):
     return any(model.alphabet.index(c) in model.trainable for c in parse(word, model.kind, model.K))
 
 
-def _sup(a, b, t, until=None):
-    a, b, t = np.asarray(a), np.asarray(b), np.asarray(t)
+def _sup(a, b, t, until=None, relative=False):
+    """sup |a − b| over the common times (up to ``until``); ``relative``: sup |a − b|/|b| (b the reference)."""
+    a, b, t = (np.asarray(x, dtype=float) for x in (a, b, t))
     n = min(len(a), len(b))
     keep = np.ones(n, bool) if until is None else t[:n] <= until + 1e-12
-    return float(np.max(np.abs(a[:n] - b[:n])[keep])) if keep.any() else float("nan")
+    gap = np.abs(a[:n] - b[:n]) / (np.abs(b[:n]) if relative else 1.0)
+    return float(np.nanmax(gap[keep])) if keep.any() and np.isfinite(gap[keep]).any() else float("nan")
 
 
 def _table(theory, sgd, flows, words):
@@ -233,6 +246,30 @@ def _table(theory, sgd, flows, words):
                     "valid_until": None,
                 }
             )
+    return rows + _risk_rows(theory, sgd)
+
+
+def _risk_rows(theory, sgd):
+    """theory − SGD on the population risk, in relative terms (the risk is read on a log scale)."""
+    rows = []
+    for name, th in theory.items():
+        for d, run in sgd.items():
+            if "risk" not in run or th["start_d"] not in (None, d) or th.get("kappa_d") not in (None, d):
+                continue
+            risk = th["derived"]["risk"]
+            rows.append(
+                {
+                    "observable": "risk (relative)",
+                    "comparison": "theory-sgd",
+                    "theory": name,
+                    "kappa": th.get("kappa", 0.0),
+                    "degree": th["degree"],
+                    "d": d,
+                    "sup_error": _sup(risk, run["risk"], th["t"], relative=True),
+                    "sup_error_valid": _sup(risk, run["risk"], th["t"], th["valid_until"], relative=True),
+                    "valid_until": th["valid_until"],
+                }
+            )
     return rows
 
 
@@ -242,7 +279,8 @@ def _figure(data, path):
     in one marker/line style per d; the legend outside; saved as PNG, SVG and PDF."""
     words = data["observables"][:4]
     fast = any("fast" in s for s in data["sgd"].values())
-    n = len(words) + (1 if fast else 0)
+    risk = all("risk" in run for run in data["sgd"].values())
+    n = len(words) + (1 if fast else 0) + (1 if risk else 0)
     fig = Figure(figsize=(4.2 * n + 2.6, 3.9))
     axes = np.atleast_2d(fig.subplots(1, n, squeeze=False))
     markers = dict(zip(data["d"], "osD^v<>"))
@@ -253,13 +291,15 @@ def _figure(data, path):
             ax.axvspan(max(windows), horizon, color="0.92", zorder=0, lw=0, label="beyond every window")
         for d, run in data["sgd"].items():
             t, mean, spread = np.array(run["t"]), np.array(run["mean"][w]), np.array(run["spread"][w])
-            ax.errorbar(t, mean, yerr=spread, fmt=markers[d], ms=3, color="k", mfc="none", lw=0.6,
+            ax.errorbar(t, mean, yerr=spread, fmt=markers[d], ms=3, color="0.45", mfc="none", lw=0.6, zorder=1,
                         label=f"SGD d={d} (±1 sd)")  # fmt: skip
         for d, flow in data["flow"].items():
             ax.plot(flow["t"], flow["series"][w], "--", color="0.4", lw=1, marker=markers[d], markevery=5, ms=3,
                     mfc="none", label=f"matrix flow d={d}")  # fmt: skip
         low, high = _limits(data, w)
         ax.set(xlabel=data["time_scale"], ylabel=f"μ({w})", ylim=(low, high))
+    if risk:
+        _risk_panel(axes[0][len(words)], data, markers)
     if fast:
         _fast_panel(axes[0][-1], data)
     handles, labels = axes[0][0].get_legend_handles_labels()
@@ -278,17 +318,34 @@ def _figure(data, path):
 
 def _theory_curve(ax, name, th, w):
     t, y = np.array(th["t"]), np.array(th["series"][w])
-    reached = th["status"] in ("ok", "unverified")
+    reached = th["status"] in REACHED
     until = th["valid_until"] if th["closure"] == "zero" or not reached else t[-1]
     inside = t <= until + 1e-12
-    (line,) = ax.plot(t[inside], y[inside], lw=1.6, label=f"{name} ({th['status']})")
-    ax.plot(t[~inside], y[~inside], ls=":", color=line.get_color(), lw=1)
+    (line,) = ax.plot(t[inside], y[inside], lw=1.6, zorder=3, label=f"{name} ({th['status']})")
+    ax.plot(t[~inside], y[~inside], ls=":", color=line.get_color(), lw=1, zorder=3)
     if (~inside).any():  # where this curve stops vouching
         ax.axvline(max(until, t[0]), color=line.get_color(), ls=":", lw=0.8)
+    estimate = th.get("error_series", {}).get("estimate")
+    if estimate is not None and len(estimate) == len(y):  # the closure's own estimate (None where there is none)
+        band = np.array([np.nan if e is None else e for e in estimate], float) * np.maximum(1.0, np.abs(y))
+        ax.fill_between(t, y - band, y + band, color=line.get_color(), alpha=0.2, lw=0, zorder=2)
     return until
-    if "error_series" in th and th["error_series"].get("estimate") is not None:  # the closure's own estimate
-        band = np.array(th["error_series"]["estimate"]) * np.maximum(1.0, np.abs(y))
-        ax.fill_between(t, y - band, y + band, color=line.get_color(), alpha=0.2, lw=0)
+
+
+def _risk_panel(ax, data, markers):
+    """The population risk on a log axis: each theory's Φ along its curve (dotted past its window), SGD's
+    fresh-sample estimate ± 1 standard error per d."""
+    for th in data["theory"].values():
+        t, risk = np.array(th["t"]), np.array(th["derived"]["risk"], dtype=float)
+        reached = th["status"] in REACHED
+        until = th["valid_until"] if th["closure"] == "zero" or not reached else t[-1]
+        inside = t <= until + 1e-12
+        (line,) = ax.plot(t[inside], risk[inside], lw=1.6, zorder=3)
+        ax.plot(t[~inside], risk[~inside], ls=":", color=line.get_color(), lw=1, zorder=3)
+    for d, run in data["sgd"].items():
+        ax.errorbar(run["t"], run["risk"], yerr=run["risk_se"], fmt=markers[d], ms=3, color="0.45", mfc="none",
+                    lw=0.6, zorder=1)  # fmt: skip
+    ax.set(xlabel=data["time_scale"], ylabel="population risk", yscale="log", title="risk (log scale)")
 
 
 def _fast_panel(ax, data):

@@ -56,6 +56,14 @@ range), so that a wrong one stops with one line that names it::
     batch = 256            # B
     seeds = [0]
     max_steps = 10000000   # refuse a run of more SGD steps per seed (T·d/(4η) tied, T·d/η others)
+    schedule = "constant"  # constant | cosine | linear | step | from-file: step n of N uses lr·f(n/N)
+    warmup = 0.0           # fraction of the run with a linear warm-up from 0 (not from-file)
+    final = 0.0            # cosine, linear: the last rate as a fraction of lr
+    milestones = [0.5]     # step: fractions of the run where the rate is multiplied by `factor`
+    factor = 0.1
+    path = "lr.npz"        # from-file: vectors u (0 … 1) and f (multipliers ≥ 0)
+    batch_schedule = { schedule = "step", milestones = [0.5], factor = 4.0 }  # the batch's, same keys
+                           # but warmup (optional; κ(t) = lr·f·d/(batch·b) must stay < 1 with finite_lr)
 """
 
 import copy
@@ -74,8 +82,9 @@ from .errors import ModelError, MomentgenError, shown
 from .files import read_regular_file
 from .inits import InitSpec
 from .losses import builtin, parse_expression
-from .matrices import initial_factors, load_factors, matrix_bytes, means
+from .matrices import initial_factors, load_factors, matrix_bytes, means, read_vectors
 from .models import Model
+from .schedules import FORMS, Schedule, TimeChange
 from .words import canonical, parse
 
 __all__ = ["Config", "ConfigError", "load_config", "parse_config", "METHODS", "CLOSURES"]
@@ -197,6 +206,32 @@ def _seeds(value):
     return value
 
 
+def _warmup(value):
+    if not 0 <= _number(value) < 1:
+        raise ValueError("must be a fraction of the run in [0, 1)")
+    return value
+
+
+def _milestones(value):
+    if not isinstance(value, list) or not all(isinstance(u, (int, float)) and not isinstance(u, bool) for u in value):
+        raise ValueError("must be a list of fractions of the run, e.g. [0.5, 0.8]")
+    if not all(0 < u < 1 for u in value) or any(b <= a for a, b in zip(value, value[1:])):
+        raise ValueError("must be increasing fractions strictly between 0 and 1")
+    return [float(u) for u in value]
+
+
+def _batch_schedule(value):
+    """An inline table ``{schedule, final, milestones, factor, path}`` (no warm-up: a batch of 0 has no step)."""
+    if not isinstance(value, dict):
+        raise ValueError('must be an inline table, e.g. {schedule = "step", milestones = [0.5], factor = 4.0}')
+    try:
+        out = _table(value, _SCHEDULE_KEYS, "", "")
+        _check_schedule_keys(out, set(value), "")
+    except ConfigError as error:
+        raise ValueError(str(error).strip()) from None
+    return out
+
+
 def _covariance(value):
     if value is None:
         return None
@@ -276,7 +311,24 @@ _SCHEMA = {
         "batch": (256, _integer(1, 10_000_000)),
         "seeds": ([0], _seeds),
         "max_steps": (10_000_000, _integer(1, 10**12)),
+        "schedule": ("constant", _choice(*FORMS)),
+        "warmup": (0.0, _warmup),
+        "final": (0.0, _at_most(_non_negative, 1e3)),
+        "milestones": ([], _milestones),
+        "factor": (0.1, _at_most(_positive, 1e3)),
+        "path": (None, _optional(_string)),
+        "batch_schedule": (None, _optional(_batch_schedule)),
     },
+}
+#: The keys of a batch-size schedule (the lr schedule's, without warm-up).
+_SCHEDULE_KEYS = {key: _SCHEMA["sgd"][key] for key in ("schedule", "final", "milestones", "factor", "path")}
+#: Which keys each schedule form reads (the others must not be given).
+_SCHEDULE_USES = {
+    "constant": (),
+    "cosine": ("final",),
+    "linear": ("final",),
+    "step": ("milestones", "factor"),
+    "from-file": ("path",),
 }
 
 
@@ -353,6 +405,22 @@ class Config:
             return means(self.model, factors)
         return np.array([spec.configured_mean for _, spec in sorted(self.inits().items())])
 
+    def schedules(self):
+        """The learning-rate and batch-size `Schedule` s of ``[sgd]`` (a from-file table read relative to the
+        configuration's folder, like a from-file init's path)."""
+        sgd = self.raw["sgd"]
+        return _schedule(sgd, self._base()), _schedule(sgd["batch_schedule"] or {}, self._base())
+
+    def time_change(self):
+        """The `TimeChange` of a scheduled run (nominal t ↔ integrated s), None for constant lr and batch."""
+        lr, batch = self.schedules()
+        if lr.constant and batch.constant:
+            return None
+        return TimeChange(lr, batch, self.raw["integrate"]["T"])
+
+    def _base(self):
+        return pathlib.Path(self.source).parent if self.source else pathlib.Path(".")
+
     def reported_words(self):
         """The canonical words every run reports: the observables and the words the coefficients read
         (the kind's required words, all of degree ≤ 2), by degree then letter codes."""
@@ -389,11 +457,13 @@ class Config:
         """The files this configuration reads: its own source and every from-file init's path (an output
         must be none of them, `momentgen.files.ensure_outputs`)."""
         paths = [self.source] if self.source else []
+        tables = [self.raw["sgd"], self.raw["sgd"]["batch_schedule"] or {}]
+        paths += [str(self._base() / t["path"]) for t in tables if t.get("path") is not None]
         return paths + [spec.path for spec in self.inits().values() if spec.path is not None]
 
     def inits(self):
         """{k: InitSpec} for every index."""
-        base = pathlib.Path(self.source).parent if self.source else pathlib.Path(".")
+        base = self._base()
         out = {}
         for k, table in self.raw["init"].items():
             table = dict(table)
@@ -537,6 +607,7 @@ def parse_config(data, source=None, given=None):
         _check_loss(config)
         config.inits()
         config.start_factors()  # a from-file init: its file is read and checked now, not after a long run
+        _check_schedules(config, where)
     except ConfigError:
         raise
     except MomentgenError as error:
@@ -610,6 +681,9 @@ def _check_together(raw, given, where):
                 f"{where}[init.{k}] `mean` is the pre-activation mean Tr(M_k)/√d of a model with a "
                 f"mean; the {model['kind']} model's pre-activations are centred: remove it"
             )
+    _check_schedule_keys(
+        raw["sgd"], {key.split(".", 1)[1] for key in given if key.startswith("sgd.")}, where + "[sgd] "
+    )
     if raw["integrate"]["finite_lr"]:
         _check_finite_lr(raw, given, where)
     truncation = raw["truncation"]
@@ -657,6 +731,54 @@ def _check_finite_lr(raw, given, where):
     family = models.get(raw["model"]["kind"])
     if family.noise_scale is None:
         raise ConfigError(f"{where}[integrate] finite_lr: the {raw['model']['kind']} model has no such term")
+
+
+def _schedule(table, base):
+    """The `Schedule` of a validated schedule table (``[sgd]`` or its ``batch_schedule``)."""
+    form = table.get("schedule", "constant")
+    if form == "from-file":
+        path = base / table["path"]
+        arrays = read_vectors(path, ("u", "f"), "schedule table")
+        return Schedule(form, table=_checked_table(arrays["u"], arrays["f"], path))
+    keys = {k: table[k] for k in ("warmup", "final", "factor") if k in table}
+    return Schedule(form, milestones=tuple(table.get("milestones", ())), **keys)
+
+
+def _check_schedules(config, where):
+    """The schedule files read now; a batch multiplier stays positive; with ``finite_lr`` the peak κ < 1."""
+    lr, batch = config.schedules()
+    if np.min(batch(batch.knots)) <= 0:
+        raise ConfigError(f"{where}[sgd] batch_schedule reaches a batch of 0: give it a positive `final`/`f`")
+    change = config.time_change()
+    if change is not None and config.kappa * change.peak_kappa_factor >= 1:
+        raise ConfigError(
+            f"{where}[integrate] finite_lr: the schedule's peak kappa = lr·d/batch·max(f/b) = "
+            f"{config.kappa * change.peak_kappa_factor:.3g} ≥ 1 is outside the expansion in kappa; lower lr"
+        )
+
+
+def _checked_table(u, f, path):
+    """A from-file schedule: ``u`` increasing from 0 to 1, ``f`` ≥ 0 of the same length, not all 0."""
+    if len(u) != len(f):
+        raise ConfigError(f"{path}: arrays u and f must have the same length, got {len(u)} and {len(f)}")
+    if u[0] != 0 or u[-1] != 1 or np.any(np.diff(u) <= 0):
+        raise ConfigError(f"{path}: u must increase strictly from 0 to 1 (fractions of the run)")
+    if np.any(f < 0) or not np.any(f > 0):
+        raise ConfigError(f"{path}: f must be multipliers ≥ 0, not all 0")
+    return tuple(u.tolist()), tuple(f.tolist())
+
+
+def _check_schedule_keys(table, given, where):
+    """A schedule's keys that its form does not read are refused (nothing silent)."""
+    form = table["schedule"]
+    uses = set(_SCHEDULE_USES[form]) | ({"warmup"} if form != "from-file" else set())
+    changed = {key for key in given if key in table and table[key] != _SCHEMA["sgd"][key][0]}  # defaults are moot
+    unused = sorted({"final", "milestones", "factor", "path", "warmup"} & changed - uses)
+    if unused:
+        raise ConfigError(f"{where}`{unused[0]}` does not apply to schedule = {form!r}: remove it")
+    needed = {"step": "milestones", "from-file": "path"}.get(form)
+    if needed and not table[needed]:
+        raise ConfigError(f"{where}schedule = {form!r} needs `{needed}`")
 
 
 def _check_loss(config):

@@ -102,6 +102,12 @@ def write_module(config, out, degree=None, command=None):
     if out.suffix != ".py":
         raise MomentgenError(f"--out must name a .py file, got {str(out)!r}")
     check_writable(out)
+    if config.time_change() is not None:
+        raise MomentgenError(
+            "a generated module integrates at a constant learning rate and batch: remove [sgd] schedule / "
+            "batch_schedule to generate it (under a schedule the same hierarchy holds on the integrated time "
+            "s = T F(t/T), MATH.md §11; `momentgen solve` applies it)"
+        )
     degree = config.section("truncation")["degree"] if degree is None else degree
     source = config.source
     config = _relocated(config, out.parent)

@@ -5,8 +5,8 @@ a quadrature state) with the velocities of the kind (`ModelKind.factor_velocitie
 coefficients coming from a *source* — any object with
 
 * ``words``: the code tuples whose moments the coefficients read (order parameters, …);
-* ``coefficients(mu)``: the coefficient arrays (`ModelKind.coefficient_arrays`, plus ``gamma``)
-  from those moments;
+* ``coefficients(mu, t=t)``: the coefficient arrays (`ModelKind.coefficient_arrays`, plus ``gamma``)
+  from those moments at time t (t matters only for a schedule's κ(t));
 * ``track(mu)``: advance the explicit state of the run after an accepted step (the branch of
   the slaved mean); and ``errors``: the exception classes that mean "this state cannot be
   passed" (a status, not a crash).
@@ -94,7 +94,7 @@ def run(model, factors, source, *, times, codes, texts=None, read=trace_moments,
     def velocity(t, vector):
         current = layout.unpack(vector)
         letters = layout.letters(current)
-        coefficients = source.coefficients(read(source_words, letters))
+        coefficients = source.coefficients(read(source_words, letters), t=t)
         return layout.pack(family.factor_velocities(model, current, coefficients, letters))
 
     result = integrate(
@@ -139,10 +139,10 @@ def run_stochastic(model, factors, source, *, times, codes, texts=None, dt=2e-3,
     d = family.dimension(layout.factors[0])
     times = np.asarray(times, dtype=float)
 
-    def drift(vector, noise=True):
+    def drift(vector, t, noise=True):
         current = layout.unpack(vector)
         letters = layout.letters(current)
-        arrays = source.coefficients(trace_moments(source_words, letters), noise=noise)
+        arrays = source.coefficients(trace_moments(source_words, letters), noise=noise, t=t)
         return layout.pack(family.factor_velocities(model, current, arrays, letters)), arrays
 
     def noise(vector, arrays, h):
@@ -156,10 +156,11 @@ def run_stochastic(model, factors, source, *, times, codes, texts=None, dt=2e-3,
         for start, end in zip(times[:-1], times[1:]):
             steps = max(1, int(np.ceil((end - start) / dt - 1e-9)))
             h = (end - start) / steps
-            for _ in range(steps):
-                velocity, arrays = drift(vector)
+            for i in range(steps):
+                now = start + i * h
+                velocity, arrays = drift(vector, now)
                 predicted = vector + h * velocity
-                corrected, _ = drift(predicted, noise=False)  # the noise is read at the step's start
+                corrected, _ = drift(predicted, now + h, noise=False)  # the noise is read at the step's start
                 vector = vector + 0.5 * h * (velocity + corrected) + noise(vector, arrays, h)
                 evaluations += 2
                 if not np.all(np.isfinite(vector)):

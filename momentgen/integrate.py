@@ -67,7 +67,7 @@ def _student_size(truncation, y):
     return truncation.slaving_rates(y).min()
 
 
-def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, blowup_factor=8.0):
+def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, blowup_factor=8.0, grid=None):
     """Integrate ``truncation`` from moments ``y0`` on ``[0, T]`` (the model's time axis).
 
     Parameters
@@ -80,6 +80,9 @@ def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, b
         Uniform output grid on [0, T].
     method : "LSODA" | "Radau" | "BDF" | "DOP853" | "RK45"
         Radau and BDF receive the Jacobian `Truncation.jac`.
+    grid : array_like, optional
+        Output times (non-decreasing from 0) instead of the uniform grid of ``points`` on [0, T] — a
+        schedule's integrated times.
 
     Returns a `SolveResult`; integration stops early (status "blowup" or
     "left-feasible-set") instead of producing non-finite numbers.
@@ -124,7 +127,7 @@ def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, b
             stacklevel=2,
         )
         method = "DOP853"
-    grid = np.linspace(0.0, T, points)
+    grid = np.linspace(0.0, T, points) if grid is None else np.asarray(grid, dtype=float)
     start = time.perf_counter()
     track = None if program.model.family.centred else (lambda t, y: truncation.track(y))
     run = integrate(

@@ -18,6 +18,7 @@ from .errors import ModelError, MomentgenError, WordError
 from .files import check_regular_file
 
 __all__ = [
+    "read_vectors",
     "letter_matrices",
     "trace_moments",
     "means",
@@ -32,6 +33,7 @@ __all__ = [
 MAX_DIMENSION = 10_000  # d of matrices read from a file: each d × d letter takes 8 d² bytes (0.8 GB here)
 MAX_ARRAY_BYTES = 2 * 2**30  # one array in an .npz, as its header declares it
 MAX_FILE_BYTES = 3 * MAX_ARRAY_BYTES  # a whole .npz (two arrays and their headers)
+MAX_TABLE = 1_000_000  # entries of a vector read from a file (a schedule's table)
 MAX_ENTRY = 1e6  # |an entry| of a from-file matrix: beyond it the moments of degree M overflow
 
 
@@ -106,17 +108,23 @@ def load_factors(model, path, d=None):
     return factor
 
 
-def _read_npz(path, alternatives):
-    """The arrays of the first of ``alternatives`` (tuples of names) an .npz holds in full, checked."""
+def read_vectors(path, names, what):
+    """The 1-d arrays ``names`` of an .npz, checked as a from-file init's (size, dtype, finite values)."""
+    return _read_npz(path, (tuple(names),), what, ndim=1)
+
+
+def _read_npz(path, alternatives, what="from-file init", ndim=2):
+    """The arrays of the first of ``alternatives`` (tuples of names) an .npz holds in full, checked
+    (``ndim``: 2 for matrices, 1 for vectors such as a schedule's table; ``what`` names the file's role)."""
     try:
-        check_regular_file(path, MAX_FILE_BYTES, "from-file init")
+        check_regular_file(path, MAX_FILE_BYTES, what)
         archive = zipfile.ZipFile(path)
     except FileNotFoundError:
-        raise ModelError(f"from-file init: {str(path)!r} not found") from None
+        raise ModelError(f"{what}: {str(path)!r} not found") from None
     except MomentgenError as error:
         raise ModelError(str(error)) from None
     except (zipfile.BadZipFile, OSError) as error:
-        raise ModelError(f"from-file init: {str(path)!r} is not an .npz archive ({error})") from None
+        raise ModelError(f"{what}: {str(path)!r} is not an .npz archive ({error})") from None
     with archive:
         held = {n[:-4] for n in archive.namelist() if n.endswith(".npy")}
         wanted = next((names for names in alternatives if set(names) <= held), None)
@@ -133,7 +141,7 @@ def _read_npz(path, alternatives):
                 )
             with archive.open(info) as member:
                 shape, dtype = _npy_header(member, path, name)
-            _check_shape(shape, dtype, path, name)
+            _check_shape(shape, dtype, path, name, ndim)
             with archive.open(info) as member:
                 array = np.lib.format.read_array(member, allow_pickle=False)
             if not np.all(np.isfinite(array)):
@@ -157,9 +165,13 @@ def _npy_header(member, path, name):
     return shape, dtype
 
 
-def _check_shape(shape, dtype, path, name):
+def _check_shape(shape, dtype, path, name, ndim=2):
     if dtype.kind not in "fiu" or dtype.hasobject:
         raise ModelError(f"{path}: array {name} has dtype {dtype}; real numbers are needed")
+    if ndim == 1:
+        if len(shape) != 1 or not 2 <= shape[0] <= MAX_TABLE:
+            raise ModelError(f"{path}: array {name} must be a vector of 2 to {MAX_TABLE} numbers, got shape {shape}")
+        return
     if len(shape) != 2:
         raise ModelError(f"{path}: array {name} must be a matrix (2-d), got shape {shape}")
     d = shape[0]

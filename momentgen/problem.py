@@ -80,9 +80,39 @@ class Problem:
         return self.config.section("integrate")
 
     @cached_property
-    def times(self):
-        """The output grid, uniform on [0, T] on the kind's time axis."""
+    def nominal_times(self):
+        """The output grid, uniform on [0, T] on the kind's time axis (∝ samples: where results are reported)."""
         return np.linspace(0.0, self.integrate["T"], self.integrate["points"])
+
+    @cached_property
+    def time_change(self):
+        """The `momentgen.schedules.TimeChange` of a scheduled run, None for constant lr and batch."""
+        return self.config.time_change()
+
+    @cached_property
+    def times(self):
+        """The grid the closures integrate on: the nominal grid, or under a schedule its integrated times
+        ``s(t)`` (on which the κ → 0 hierarchy is that of a constant rate, MATH.md §11)."""
+        if self.time_change is None:
+            return self.nominal_times
+        return self.time_change.integrated(self.nominal_times)
+
+    @property
+    def kappa_profile(self):
+        """``κ(s)/κ₀`` on the integrated axis (a function), None for constant lr and batch."""
+        return None if self.time_change is None else self.time_change.kappa_factor
+
+    def on_nominal_axis(self, result):
+        """``result`` (computed on `times`) reported on the nominal axis: ``t`` the nominal grid, the
+        integrated time an extra derived column ``"integrated_t"``, ``valid_until`` mapped back. Unchanged
+        without a schedule."""
+        if self.time_change is None:
+            return result
+        n = len(result.t)
+        result.derived = {**result.derived, "integrated_t": np.asarray(result.t, float)}
+        result.t = self.nominal_times[:n]
+        result.valid_until = float(min(self.time_change.nominal(result.valid_until), result.t[-1] if n else 0.0))
+        return result
 
     @cached_property
     def words(self):
@@ -128,4 +158,6 @@ class Problem:
     def source(self, means=None):
         """The theory's `CoefficientSource` for the flow engine, starting on the branch ``means``."""
         means = self.means if means is None else means
-        return CoefficientSource(self.model, self.potential, self.gamma, means=means, kappa=self.kappa)
+        return CoefficientSource(
+            self.model, self.potential, self.gamma, means=means, kappa=self.kappa, kappa_profile=self.kappa_profile
+        )

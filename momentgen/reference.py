@@ -44,6 +44,8 @@ __all__ = [
     "steps_for",
     "check_sgd_plan",
     "loss_gradient",
+    "loss_value",
+    "RiskProbe",
     "initial_factors",
 ]
 
@@ -63,6 +65,10 @@ class SimulationResult:
     steps: np.ndarray = None
     means: np.ndarray = None
     info: dict = field(default_factory=dict)
+
+
+#: Fresh samples per measurement of the SGD side's population risk (its standard error is reported).
+RISK_SAMPLES = 2048
 
 
 def steps_for(model, times, d, lr):
@@ -95,10 +101,11 @@ def check_sgd_plan(config, d=None):
             f"{integrate['T']:g} (limit [sgd] max_steps = {sgd_table['max_steps']:.3g}): lower [integrate] T, "
             "raise lr, or raise max_steps"
         )
-    memory = matrix_bytes(config.model, d, config.inits(), sgd_table["batch"], config.section("model")["L"])
+    batch = int(np.ceil(sgd_table["batch"] * config.schedules()[1].peak))  # the largest batch of a schedule
+    memory = matrix_bytes(config.model, d, config.inits(), batch, config.section("model")["L"])
     if memory > config.max_bytes:
         raise MomentgenError(
-            f"the SGD reference at d = {d} (batch {sgd_table['batch']}) needs about {memory / 2**30:.3g} GiB; the "
+            f"the SGD reference at d = {d} (batch {batch}) needs about {memory / 2**30:.3g} GiB; the "
             f"limit is [truncation] max_memory_gb = {config.max_bytes / 2**30:g}: lower d or batch, or raise the limit"
         )
     spacing = integrate["T"] / (integrate["points"] - 1)
@@ -128,6 +135,17 @@ def loss_gradient(loss):
     return gradient
 
 
+def loss_value(loss):
+    """ℓ at a batch of pre-activations, compiled once per loss (cached on disk): G of shape
+    (B, L, L, K) → an array of shape (B,)."""
+    kernel = compile_pointwise(lambda: [loss.expr], loss.variables, key="value|" + sympy.srepr(loss.expr))
+
+    def value(G):
+        return kernel(np.ascontiguousarray(G.reshape(len(G), -1))).reshape(len(G))
+
+    return value
+
+
 def _word_codes(kind, K, words):
     texts = [canonical(w, kind) for w in words]
     return texts, [parse(w, kind, K) for w in texts]
@@ -140,15 +158,15 @@ class SGDRun:
     as they were) when the step met a non-finite number.
     """
 
-    def __init__(self, model, loss, C, factors, lr, batch, gamma, rng):
+    def __init__(self, model, loss, C, factors, lr, batch, gamma, rng, gradient=None):
         self.model, self.family, self.L = model, model.family, loss.L
         self.factors = [tuple(np.array(f) for f in x) if isinstance(x, tuple) else np.array(x) for x in factors]
-        self.d = self.family.dimension(self.factors[0])
+        self.d = self.family.dimension(self.factors[0]) if self.factors else 0
         self.lr, self.batch, self.gamma, self.rng = lr, batch, gamma, rng
         self.C = np.eye(self.L) if C is None else np.asarray(C, float)
         w, V = np.linalg.eigh(self.C)
         self.C_root = (V * np.sqrt(np.clip(w, 0, None))) @ V.T
-        self.gradient = loss_gradient(loss)
+        self.gradient = loss_gradient(loss) if gradient is None else gradient
 
     def tokens(self):
         Z = self.rng.standard_normal((self.batch, self.L, self.d))
@@ -167,6 +185,51 @@ class SGDRun:
         return self.family.means(self.factors)
 
 
+class _StepRates:
+    """Learning rate and batch size of each step under a schedule (constant without one)."""
+
+    def __init__(self, model, d, lr, batch, schedules, horizon):
+        self.lr, self.batch, self.schedules = lr, batch, schedules
+        self.total = max(1, int(steps_for(model, [horizon], d, lr)[0])) if schedules else 1
+
+    def at(self, step):
+        if not self.schedules:
+            return self.lr, self.batch
+        u = step / self.total
+        lr_f, batch_f = self.schedules
+        return self.lr * float(lr_f(u)), max(1, int(round(self.batch * float(batch_f(u)))))
+
+
+class RiskProbe:
+    """The population risk ``E[ℓ]`` of finite-d factors, estimated on fresh samples of its own stream.
+
+    The pre-activations are the kind's own (they are read off `ModelKind.sgd_step` at lr = 0 through a
+    recording gradient), ℓ is compiled from the loss: independent of the theory's Φ. ``measure``
+    returns (mean, standard error) over ``samples`` samples, drawn in batches of at most 512.
+    """
+
+    def __init__(self, model, loss, C, rng, samples, chunk=512):
+        self.model, self.samples, self.chunk = model, int(samples), chunk
+        self.value = loss_value(loss)
+        self.sampler = SGDRun(model, loss, C, [], 0.0, 1, 0.0, rng, gradient=self._record)
+        self._G = None
+
+    def _record(self, G):
+        self._G = G
+        return np.zeros_like(G)
+
+    def measure(self, factors):
+        losses, left = [], self.samples
+        self.sampler.factors, self.sampler.d = factors, self.model.family.dimension(factors[0])
+        while left > 0:
+            self.sampler.batch = min(left, self.chunk)
+            self.sampler.step()
+            losses.append(self.value(self._G))
+            left -= self.sampler.batch
+        losses = np.concatenate(losses)
+        return float(losses.mean()), float(losses.std(ddof=1) / np.sqrt(len(losses)))
+
+
 def sgd(
     model,
     loss,
@@ -183,6 +246,9 @@ def sgd(
     factors=None,
     progress=None,
     fast_times=None,
+    schedules=None,
+    horizon=None,
+    risk_samples=0,
 ):
     """Run online SGD and measure ``words`` at the theory ``times``.
 
@@ -207,6 +273,12 @@ def sgd(
     fast_times : array_like, optional
         Kinds with a mean: also record the means ``m_k`` at these times of the fast axis
         ``t = nη`` (in ``info["fast_t"]``, ``info["fast_m"]``).
+    schedules : (lr, batch) `momentgen.schedules.Schedule` pair, optional
+        Step n uses ``lr·f(n/N)`` and batch ``max(1, round(batch·b(n/N)))``, N the steps a constant-lr
+        run needs to reach ``horizon`` (default ``times[-1]``); times stay on the nominal axis (∝ steps).
+    risk_samples : int
+        Also estimate the population risk E[ℓ] at each time on this many fresh samples (an
+        independent token stream): ``info["risk"]``, ``info["risk_se"]`` (0: not measured).
 
     A step that meets a non-finite number stops the run: ``info["status"] = "diverged"`` and
     ``info["message"]`` says at which step and time; the result holds the times reached.
@@ -214,12 +286,14 @@ def sgd(
     texts, codes = _word_codes(model.kind, model.K, words)
     if factors is None:
         factors = initial_factors(model, inits, d, seed)
-    token_seed = np.random.SeedSequence(seed).spawn(2)[1]
+    token_seed, risk_seed = np.random.SeedSequence(seed).spawn(3)[1:]
     run = SGDRun(model, loss, C, factors, lr, batch, gamma, np.random.default_rng(token_seed))
+    probe = RiskProbe(model, loss, C, np.random.default_rng(risk_seed), risk_samples) if risk_samples else None
+    rates = _StepRates(model, d, lr, batch, schedules, times[-1] if horizon is None else horizon)
     schedule = steps_for(model, times, d, lr)
     fast = [] if fast_times is None else list(np.rint(np.asarray(fast_times, float) / lr).astype(np.int64))
     show = sys.stderr.isatty() if progress is None else progress
-    values, means, fast_m, step, start = [], [], [], 0, time.perf_counter()
+    values, means, fast_m, risks, step, start = [], [], [], [], 0, time.perf_counter()
     last = max([schedule[-1]] + fast)
     status, message = "ok", "reached the horizon"
     per_time = model.family.steps_per_time(d, lr)
@@ -234,6 +308,7 @@ def sgd(
     bar = tqdm(total=int(last), desc=f"SGD d={d} B={batch} seed={seed}", unit="step", disable=not show, leave=False)
     for target in sorted(set(schedule) | set(fast)):
         while step < target and status == "ok":
+            run.lr, run.batch = rates.at(step)
             if not run.step():
                 status, message = diverged(step + 1)
             step += 1
@@ -251,6 +326,8 @@ def sgd(
             count = int(np.sum(schedule == target))
             values.extend([measured] * count)
             means.extend([run.means()] * count)
+            if probe is not None:
+                risks.extend([probe.measure(run.factors)] * count)
     bar.close()
     kept = len(values)
     series = {w: np.array(v) for w, v in zip(texts, np.array(values).reshape(kept, len(texts)).T)}
@@ -265,6 +342,8 @@ def sgd(
     }
     if fast:
         info.update(fast_t=np.asarray(fast_times, float)[: len(fast_m)], fast_m=np.array(fast_m))
+    if probe is not None:
+        info["risk"], info["risk_se"] = (np.array([r[i] for r in risks]) for i in (0, 1))
     return SimulationResult(
         np.asarray(times, float)[:kept],
         series,
@@ -311,20 +390,37 @@ def matrix_flow(model, factors, source, *, times, words, rtol=1e-9, atol=1e-11):
     )
 
 
-def _seed_run(config, d, seed, times, words, fast_times, progress):
+def _seed_run(config, d, seed, times, words, fast_times, progress, risk_samples=RISK_SAMPLES):
     """One seed of `simulate_config` (a task for `momentgen.parallel.run_tasks`)."""
     table = config.section("model")
     return sgd(config.model, config.loss(), config.inits(), d=d, lr=config.section("sgd")["lr"],
                batch=config.section("sgd")["batch"], times=times, words=words, gamma=table["gamma"], C=table["C"],
-               seed=seed, progress=progress, fast_times=fast_times)  # fmt: skip
+               seed=seed, progress=progress, fast_times=fast_times, schedules=config.schedules(),
+               horizon=config.section("integrate")["T"], risk_samples=risk_samples)  # fmt: skip
+
+
+def _risk_summary(runs, reached):
+    """The SGD risk over seeds: ``risk`` (the mean of the seeds' estimates) and ``risk_se`` (the standard
+    error of that mean: over seeds when there are several — seed-to-seed and sampling spread together —
+    else the one run's sampling error)."""
+    if "risk" not in runs[0].info:
+        return {}
+    risks = np.array([r.info["risk"][:reached] for r in runs])
+    if len(runs) > 1:
+        se = risks.std(axis=0, ddof=1) / np.sqrt(len(runs))
+    else:
+        se = runs[0].info["risk_se"][:reached]
+    return {"risk": risks.mean(axis=0).tolist(), "risk_se": se.tolist()}
 
 
 def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41, n_jobs=None):
     """Run ``[sgd]`` for every seed up to ``[integrate] T``; JSON-ready dict (the ``simulate`` output).
 
-    Series are the mean over seeds, ``spread`` their standard deviation; times are on the
-    model's axis (``t`` the grid, ``t_reached`` the times of the whole steps measured, within half a
-    step of it; a grid finer than one step is refused by `check_sgd_plan`). Kinds with a mean also
+    Series are the mean over seeds, ``spread`` their standard deviation; ``risk`` the population risk
+    estimated on fresh samples (`RiskProbe`, `RISK_SAMPLES` a time) and ``risk_se`` its standard error.
+    Times are on the model's axis, nominal under a ``[sgd] schedule`` (``t`` the grid, ``t_reached`` the
+    times of the whole steps measured, within half a step of it; a grid finer than one step is refused
+    by `check_sgd_plan`). Kinds with a mean also
     report the means m_k on the fast axis t = nη. ``status`` is "ok", or "diverged" (``message`` says
     at which step) — then the series hold the times every seed reached, and nothing non-finite.
     Several seeds run in parallel on ``n_jobs`` worker processes (default 2, one BLAS thread each; a
@@ -361,6 +457,7 @@ def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41, n
         "seeds": list(seeds),
         "seconds": sum(r.info["seconds"] for r in runs),
         "config_hash": config.digest,
+        **_risk_summary(runs, reached),
         "status": "diverged" if failed else "ok",
         "message": f"seed {failed[0].info['seed']}: {failed[0].info['message']}" if failed else "reached the horizon",
     }

@@ -14,14 +14,18 @@ import numpy as np
 from .errors import MomentgenError
 from .words import canonical
 
-__all__ = ["Result"]
+__all__ = ["Result", "REACHED"]
+
+#: The statuses of a run that reached its horizon (the others stopped early, at ``t[-1]``).
+REACHED = ("ok", "partial", "unverified")
 
 
 @dataclass
 class Result:
     """A closure's trajectory and verdict.
 
-    ``status``: "ok" (integrated to the horizon; its estimate is a bound on the reference cases),
+    ``status``: "ok" (integrated to the horizon and vouched for up to it; its estimate is a bound on the
+    reference cases), "partial" (integrated to the horizon, vouched for only until ``valid_until``),
     "unverified" (to the horizon, but the estimate is not a bound — the message says why),
     "blowup", "left-feasible-set", "non-finite-potential", "no-slaved-mean" or "failed" (stopped
     at ``t[-1]``). ``valid_until``: the last time the closure vouches for at ``validity_tol``
@@ -90,13 +94,16 @@ class Result:
 
     def to_pandas(self):
         """A `pandas.DataFrame`: index ``t`` (the kind's axis), one column per canonical word and per
-        derived observable; ``attrs`` hold the status, message, valid_until, time scale, closure, κ."""
+        derived column (``risk``, overlaps, a schedule's ``integrated_t``), and ``vouched``: whether the
+        row lies inside the window the closure vouches for (t ≤ valid_until); ``attrs`` hold the
+        status, message, valid_until, time scale, closure, κ."""
         import pandas  # noqa: PLC0415 - optional at import time: only this method needs it
 
         columns = {
             **{w: np.asarray(v) for w, v in self.series.items()},
             **{k: np.asarray(v) for k, v in self.derived.items()},
         }
+        columns["vouched"] = np.asarray(self.t) <= self.valid_until + 1e-12 * max(1.0, abs(self.valid_until))
         frame = pandas.DataFrame(columns, index=pandas.Index(np.asarray(self.t), name="t"))
         frame.attrs.update(
             status=self.status,
@@ -109,10 +116,11 @@ class Result:
         )
         return frame
 
-    def plot(self, words=None, ax=None):
+    def plot(self, words=None, ax=None, log=False):
         """Draw ``words`` (default: every non-constant series, at most 6; any spelling of a word, or a derived
-        column such as ``"p12"``) against t on ``ax`` (a new figure's when None), with the window the run
-        vouches for shaded; returns the Axes."""
+        column such as ``"p12"`` or ``"risk"``) against t on ``ax`` (a new figure's when None), with the window
+        the run vouches for shaded; ``log=True`` draws the y axis on a log scale (e.g. ``words=["risk"]``).
+        Returns the Axes."""
         t = np.asarray(self.t)
         if not len(t):
             raise MomentgenError(f"nothing to plot: the result has no times (status {self.status}: {self.message})")
@@ -128,9 +136,11 @@ class Result:
             ax.axvspan(self.valid_until, t[-1], color="0.9", zorder=0, label="beyond valid_until")
         elif len(t) and self.valid_until == 0 and t[-1] > 0:
             ax.axvspan(t[0], t[-1], color="0.9", zorder=0, label="no validity window")
+        if log:
+            ax.set_yscale("log")
         ax.set(
             xlabel=self.time_scale,
-            ylabel="normalised trace moment",
+            ylabel="population risk" if list(words) == ["risk"] else "normalised trace moment",
             title=f"{self.model}, {self.closure} closure ({self.status})",
         )
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))

@@ -75,13 +75,17 @@ class Truncation:
     kappa : float
         κ = ηd/B of the finite-learning-rate term (0: the ηd/B → 0 hierarchy). κ > 0 needs a
         program built with ``noise=True``.
+    kappa_profile : callable, optional
+        A schedule's ``κ(t)/κ`` on the integrated time axis (`momentgen.schedules.TimeChange.kappa_factor`);
+        None: κ is constant.
     """
 
-    def __init__(self, program, potential, gamma=0.0, means=None, kappa=0.0):
+    def __init__(self, program, potential, gamma=0.0, means=None, kappa=0.0, kappa_profile=None):
         if potential.kind != program.model.kind:
             raise PotentialError(f"potential is for the {potential.kind} model, program for {program.model.kind}")
         self.program, self.potential, self.gamma = program, potential, float(gamma)
         self.kappa = check_kappa(kappa)
+        self.kappa_profile = kappa_profile
         if self.kappa and not program.has_noise:
             raise PotentialError(
                 f"kappa = {self.kappa:g} needs the finite-learning-rate terms: build the program with noise=True"
@@ -144,9 +148,15 @@ class Truncation:
         m, value = self.potential.m_star_with_value(Q1, Q2, self.branch.m, self.trainable)
         return (Q1, Q2, m), value
 
-    def coefficient_arrays(self, y, trace_conserving=False, noise=True):
-        """{family: array} and ``"gamma"`` at moments ``y`` (a pure function of ``y``); with the
-        finite-learning-rate terms also ``"N1"``, ``"N2"`` = κ N1, κ N2 (0 when κ = 0), unless
+    def kappa_at(self, t):
+        """κ at time ``t`` (the integrated axis of a schedule; constant without one or when ``t`` is None)."""
+        if self.kappa_profile is None or t is None or not self.kappa:
+            return self.kappa
+        return self.kappa * self.kappa_profile(t)
+
+    def coefficient_arrays(self, y, trace_conserving=False, noise=True, t=None):
+        """{family: array} and ``"gamma"`` at moments ``y`` and time ``t`` (a pure function of both); with the
+        finite-learning-rate terms also ``"N1"``, ``"N2"`` = κ(t) N1, κ(t) N2 (0 when κ = 0), unless
         ``noise`` is False (a caller that reads only the drift skips their cost)."""
         state, value = self.state_and_value(y)
         arrays = self.family.coefficient_arrays(value, self.moments(y), self.model, trace_conserving, self.gamma)
@@ -154,12 +164,13 @@ class Truncation:
         if self.program.has_noise and noise:
             K = self.model.K
             N1, N2 = self.potential.noise_at(*state) if self.kappa else (np.zeros((K, K)), np.zeros((K, K)))
-            arrays["N1"], arrays["N2"] = self.kappa * N1, self.kappa * N2
+            kappa = self.kappa_at(t)
+            arrays["N1"], arrays["N2"] = kappa * N1, kappa * N2
         return arrays
 
-    def coefficients(self, y):
-        """Coefficient values in program slot order at moments ``y``."""
-        return self.program.coefficient_vector(self.coefficient_arrays(y))
+    def coefficients(self, y, t=None):
+        """Coefficient values in program slot order at moments ``y`` and time ``t``."""
+        return self.program.coefficient_vector(self.coefficient_arrays(y, t=t))
 
     def slaving_rates(self, y):
         """Kinds with a mean: the fast phase's rates D_k (untied ``t^A_k + t^B_k``; β ∝ 1/D_k); else empty."""
@@ -169,12 +180,12 @@ class Truncation:
 
     # ---- the vector field --------------------------------------------------------------------
     def rhs(self, t, y):
-        """``dμ/dt`` at moments ``y`` (shape (n_words,)); ``t`` is unused (autonomous)."""
+        """``dμ/dt`` at moments ``y`` (shape (n_words,)); ``t`` matters only through a schedule's κ(t)."""
         y = np.ascontiguousarray(y, dtype=float)
         p = self.program
         if y.shape != (len(p.words),):  # the kernel does not check its bounds
             raise ValueError(f"the state has shape {y.shape}, the program {len(p.words)} words")
-        return apply_program(*self._terms, self._noise, self.coefficients(y), y, np.empty(len(y)))
+        return apply_program(*self._terms, self._noise, self.coefficients(y, t), y, np.empty(len(y)))
 
     def jac(self, t, y):
         """Jacobian (CSR): the linear part plus the dependence of the coefficients on the state.
@@ -187,7 +198,7 @@ class Truncation:
         """
         y = np.ascontiguousarray(y, dtype=float)
         p, n = self.program, len(y)
-        c = self.coefficients(y)
+        c = self.coefficients(y, t)
         columns, sensitivity = self._sensitivity(y)
         terms = self._terms  # reordered only inside rows, so the program's row pointer still applies
         symbol, weight, target = terms.term_symbols(), terms.weight, terms.target
@@ -299,15 +310,15 @@ class CoefficientSource:
 
     errors = STATE_ERRORS
 
-    def __init__(self, model, potential, gamma=0.0, means=None, max_bytes=None, kappa=0.0):
+    def __init__(self, model, potential, gamma=0.0, means=None, max_bytes=None, kappa=0.0, kappa_profile=None):
         noise = check_kappa(kappa) > 0  # κN1, κN2 too: the stochastic matrix model reads them
         program = build(model, 2, [], noise=noise, **({} if max_bytes is None else {"max_bytes": max_bytes}))
-        self.truncation = Truncation(program, potential, gamma, means=means, kappa=kappa)
+        self.truncation = Truncation(program, potential, gamma, means=means, kappa=kappa, kappa_profile=kappa_profile)
         self.words = program.word_codes
 
-    def coefficients(self, mu, noise=True):
-        """The family arrays at moments ``mu`` (with κN1, κN2 unless ``noise`` is False)."""
-        return self.truncation.coefficient_arrays(mu, trace_conserving=True, noise=noise)
+    def coefficients(self, mu, noise=True, t=None):
+        """The family arrays at moments ``mu`` and time ``t`` (with κ(t)N1, κ(t)N2 unless ``noise`` is False)."""
+        return self.truncation.coefficient_arrays(mu, trace_conserving=True, noise=noise, t=t)
 
     def track(self, mu):
         self.truncation.track(mu)

@@ -60,6 +60,7 @@ from .matrices import initial_factors
 from .parallel import run_tasks
 from .potential import Potential
 from .reference import SGDRun, check_sgd_plan, mean_increments, sgd
+from .results import REACHED
 from .truncation import Truncation
 from .words import parse
 
@@ -485,7 +486,7 @@ def _closure(config, explicit, curve_kappa, say):
         say(f"closure check: the zero closure leaves its window at {_window(theory):.4g}; the {chosen} closure instead")
         config = config.replace(truncation=overrides)
         name, theory = chosen, solve_with_closure(config, kappa=curve_kappa)
-    reached = theory.status in ("ok", "unverified")
+    reached = theory.status in REACHED
     window = _window(theory) if reached else float(theory.t[-1])
     passed = reached and window >= T - 1e-12
     fix = " (use --closure quadrature for the whole curve)" if name == "zero" else ""
@@ -554,7 +555,7 @@ def _cross_check(config, theory, say):
 def _window(result):
     if result.closure == "zero":
         return result.valid_until
-    return float(result.t[-1]) if result.status in ("ok", "unverified") else result.valid_until
+    return float(result.t[-1]) if result.status in REACHED else result.valid_until
 
 
 def _bound_at(result, validity_tol, t):
@@ -577,10 +578,11 @@ def _seed_pair(raw, source, d, seed, lr, times, words, kappa):
     model, table = config.model, config.section("model")
     factors = _States(config).factors(d, seed)
     run = sgd(model, config.loss(), config.inits(), d=d, lr=lr, batch=config.section("sgd")["batch"], times=times,
-              words=words, gamma=table["gamma"], C=table["C"], seed=seed, factors=factors, progress=False)  # fmt: skip
+              words=words, gamma=table["gamma"], C=table["C"], seed=seed, factors=factors, progress=False,
+              schedules=config.schedules(), horizon=config.section("integrate")["T"])  # fmt: skip
     reached = run.steps / model.family.steps_per_time(d, lr)
     theory = solve_with_closure(config, factors=factors, kappa=kappa)
-    if theory.status not in ("ok", "unverified"):
+    if theory.status not in REACHED:
         raise FloatingPointError(
             f"the {theory.closure} closure from the d = {d} matrices of seed {seed} stopped at "
             f"t = {theory.t[-1]:.4g}: {theory.status} ({theory.message})"

@@ -121,7 +121,7 @@ def test_solve_command_takes_a_closure(tmp_path):
     assert data["closure"] == "matrix-model" and data["size"] == 60 and len(data["t"]) == 5
     assert main(["solve", str(path), "--json", str(out), "--closure", "quadrature", "--degree", "9"]) == 0
     data = json.loads(out.read_text())
-    assert data["closure"] == "quadrature" and data["size"] == 4 and data["status"] == "ok"
+    assert data["closure"] == "quadrature" and data["size"] == 4 and data["status"] in ("ok", "partial")
 
 
 def test_a_horizon_exceeded_at_the_start_is_zero():

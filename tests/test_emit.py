@@ -9,9 +9,12 @@ import pytest
 
 from momentgen.config import load_config
 from momentgen.emit import StaleModuleError, write_module
+from momentgen.errors import MomentgenError
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "examples" / "configs").glob("*.toml"))
+SCHEDULED = [p for p in CONFIGS if load_config(p).time_change() is not None]  # a module refuses a schedule
+CONFIGS = [p for p in CONFIGS if p not in SCHEDULED]
 
 
 def import_file(path, name):
@@ -35,6 +38,15 @@ def test_committed_generated_modules_are_up_to_date(config_path, tmp_path, monke
     assert committed_data.exists(), f"{committed} is stale: regenerate with `{command}`"
     for fresh, old in ((written.module, committed), (written.data, committed_data)):
         assert fresh.read_bytes() == old.read_bytes(), f"{old} is stale: regenerate with `{command}`"
+
+
+@pytest.mark.parametrize("config_path", SCHEDULED, ids=lambda p: p.stem)
+def test_a_scheduled_config_is_refused_by_generate_truncation(config_path, tmp_path):
+    """A generated module integrates a constant rate: a configuration with a schedule gets a one-line error
+    that says how to proceed, and nothing is written."""
+    with pytest.raises(MomentgenError, match="remove \\[sgd\\] schedule"):
+        write_module(load_config(config_path), tmp_path / "m.py")
+    assert not list(tmp_path.iterdir())
 
 
 def finite_difference_jacobian(rhs, y):

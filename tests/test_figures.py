@@ -29,7 +29,7 @@ def test_fig1_error_decreases_with_degree_inside_the_window():
     errors = []
     for M in (2, 4, 6, 8):
         out = solve_with_closure(config, "zero", degree=M)
-        assert out["status"] == "ok"
+        assert out["status"] in ("ok", "partial")
         errors.append(max(np.abs(np.subtract(out["series"][w], reference["series"][w])).max() for w in WORDS))
     assert all(coarse > 10 * fine for coarse, fine in zip(errors, errors[1:])), errors
 

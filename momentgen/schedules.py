@@ -1,0 +1,137 @@
+"""Learning-rate and batch-size schedules, and the time change they bring (MATH.md §11).
+
+A run of ``N`` SGD steps — the steps a constant-lr run needs to reach ``T`` (tied ``N = T d/(4η)``,
+the τ-axis kinds ``N = T d/η``) — uses ``η_n = η f(n/N)`` and ``B_n = B b(n/N)`` at step n. Results
+are reported on the *nominal* axis ``t = 4nη/d`` (τ = nη/d), proportional to the samples seen. The
+hierarchy runs on the *integrated* axis ``s = T F(t/T)``, ``F(u) = ∫₀ᵘ f``, on which the κ → 0
+hierarchy and the weight decay are those of a constant rate, and the finite-learning-rate term
+carries ``κ(s) = κ₀ f(u)/b(u)`` with ``κ₀ = ηd/B`` (`TimeChange`).
+
+`Schedule` is one multiplier f(u) on u = n/N ∈ [0, 1]:
+
+* ``constant`` — f = 1;
+* ``cosine`` — ``final + (1 − final)(1 + cos πv)/2``; ``linear`` — ``1 − (1 − final) v``; where
+  ``v = (u − warmup)/(1 − warmup)`` is the progress after the warm-up;
+* ``step`` — multiplied by ``factor`` at each of the ``milestones`` (fractions of the run);
+* ``from-file`` — the table ``(u, f)`` of an .npz, linear between its points;
+
+times a linear warm-up ``min(1, u/warmup)`` (every form but from-file, whose table holds its own).
+"""
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+__all__ = ["FORMS", "Schedule", "TimeChange", "CONSTANT"]
+
+FORMS = ("constant", "cosine", "linear", "step", "from-file")
+_CELLS = 2**14  # cells of the table F is integrated on (midpoint rule; breakpoints are cell edges)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A multiplier ``f(u)`` of a base value over the fraction ``u = n/N`` of the run (see the module
+    docstring); ``table`` is the from-file form's ``(u, f)``, each a tuple of floats."""
+
+    form: str = "constant"
+    warmup: float = 0.0
+    final: float = 0.0
+    milestones: tuple = ()
+    factor: float = 0.1
+    table: tuple = None
+
+    @property
+    def constant(self):
+        """True when f = 1 everywhere (then no time change is needed)."""
+        return self.form == "constant" and self.warmup == 0.0
+
+    def __call__(self, u):
+        """f at fractions ``u`` (clipped to [0, 1]); an array like ``u``."""
+        u = np.clip(np.asarray(u, dtype=float), 0.0, 1.0)
+        if self.form == "from-file":
+            return np.interp(u, *self.table)
+        ramp = np.minimum(1.0, u / self.warmup) if self.warmup > 0 else np.ones_like(u)
+        return ramp * self._main(u)
+
+    def _main(self, u):
+        v = np.clip((u - self.warmup) / (1.0 - self.warmup), 0.0, 1.0)
+        if self.form == "cosine":
+            return self.final + (1.0 - self.final) * 0.5 * (1.0 + np.cos(np.pi * v))
+        if self.form == "linear":
+            return 1.0 - (1.0 - self.final) * v
+        if self.form == "step":
+            return self.factor ** np.searchsorted(np.asarray(self.milestones, float), u, side="right")
+        return np.ones_like(u)
+
+    @property
+    def peak(self):
+        """The largest multiplier over the run."""
+        return float(self(self.knots).max())
+
+    @cached_property
+    def knots(self):
+        """Cell edges on [0, 1]: a uniform grid plus every breakpoint (warm-up end, milestones, table points)."""
+        points = [np.linspace(0.0, 1.0, _CELLS + 1), [self.warmup], list(self.milestones)]
+        if self.table is not None:
+            points.append(self.table[0])
+        return np.unique(np.clip(np.concatenate([np.asarray(p, float) for p in points]), 0.0, 1.0))
+
+    @cached_property
+    def _integral_table(self):
+        """``F`` at the knots, by the midpoint rule (each midpoint lies inside one smooth piece)."""
+        edges = self.knots
+        middle = 0.5 * (edges[1:] + edges[:-1])
+        return np.concatenate([[0.0], np.cumsum(self(middle) * np.diff(edges))])
+
+    def integral(self, u):
+        """``F(u) = ∫₀ᵘ f``: the table to the last knot below u, then the midpoint rule on the rest of the
+        cell (exact on constant and linear pieces, O(1e-10) on cosine)."""
+        u = np.clip(np.asarray(u, dtype=float), 0.0, 1.0)
+        cell = np.clip(np.searchsorted(self.knots, u, side="right") - 1, 0, len(self.knots) - 1)
+        start = self.knots[cell]
+        return self._integral_table[cell] + self(0.5 * (start + u)) * (u - start)
+
+    def fraction_at(self, F):
+        """The u where the integral reaches ``F`` (the inverse of `integral`; the first such u where f = 0)."""
+        table, F = self._integral_table, np.asarray(F, dtype=float)
+        keep = np.concatenate([[True], np.diff(table) > 0])
+        u = np.interp(F, table[keep], self.knots[keep])
+        rate = self(u)
+        with np.errstate(divide="ignore", invalid="ignore"):  # one Newton step where f > 0
+            step = np.where(rate > 0, (self.integral(u) - F) / rate, 0.0)
+        return np.clip(u - step, 0.0, 1.0)
+
+
+CONSTANT = Schedule()
+
+
+@dataclass(frozen=True)
+class TimeChange:
+    """The nominal axis ``t`` (∝ samples) and the integrated axis ``s`` of a scheduled run with horizon
+    ``T`` (both on the kind's axis, ``t = 4nη/d`` tied, ``τ = nη/d`` the others); ``lr`` and ``batch``
+    are the two `Schedule` s."""
+
+    lr: Schedule
+    batch: Schedule
+    T: float
+
+    def integrated(self, t):
+        """s at nominal times ``t``: ``T F(t/T)``."""
+        return self.T * self.lr.integral(np.asarray(t, dtype=float) / self.T)
+
+    def nominal(self, s):
+        """Nominal t at integrated times ``s`` (the inverse of `integrated`)."""
+        return self.T * self.lr.fraction_at(np.asarray(s, dtype=float) / self.T)
+
+    def kappa_factor(self, s):
+        """``κ(s)/κ₀ = f(u)/b(u)`` at the integrated time ``s`` (u = t/T): the finite-learning-rate term's
+        multiplier."""
+        u = self.nominal(s) / self.T
+        return float(self.lr(u) / self.batch(u))
+
+    @property
+    def peak_kappa_factor(self):
+        """The largest ``f/b`` over the run (κ₀ times it must stay below 1)."""
+        u = np.union1d(self.lr.knots, self.batch.knots)
+        return float(np.max(self.lr(u) / self.batch(u)))
