@@ -45,11 +45,22 @@ def _flag(value, name):
     return value
 
 
-def solve(config, closure=None, degree=None, size=None, finite_lr=None, **overrides):
+def solve(config, closure=None, degree=None, size=None, finite_lr=None, times=(), spectra=False, **overrides):
     """The d = ∞ curve with the chosen closure (default ``[truncation] closure``): a `Result`.
-    ``finite_lr=True`` adds the finite-learning-rate term at κ = lr·d/batch of ``[sgd]``. ``closure``,
-    ``degree`` and ``size`` are validated like the file's ``[truncation]`` keys."""
-    return solve_with_closure(_config(config, overrides, finite_lr), closure, degree, size)
+    ``finite_lr=True`` adds the finite-learning-rate term at κ = lr·d/batch of ``[sgd]``; ``times``: extra
+    output times in [0, T]; ``spectra=True`` records the trainable letters' spectra for `Result.spectrum`
+    (quadrature and matrix-model closures). ``closure``, ``degree`` and ``size`` are validated like the
+    file's ``[truncation]`` keys."""
+    times, spectra = _times(times), _flag(spectra, "spectra")
+    config = _config(config, overrides, finite_lr)
+    return solve_with_closure(config, closure, degree, size, times=times, spectra=spectra)
+
+
+def _times(times):
+    """Extra output times as a tuple of floats (a list, tuple or array of numbers)."""
+    if isinstance(times, (str, bytes, dict)) or not isinstance(times, (list, tuple, range, np.ndarray)):
+        raise ConfigError(f"times must be a list of numbers, got {shown(times)}")
+    return tuple(times.tolist() if isinstance(times, np.ndarray) else times)
 
 
 def simulate(config, d=None, seeds=None, progress=None, **overrides):

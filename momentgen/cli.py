@@ -20,6 +20,10 @@ Subcommands:
   theory per degree and per closure, SGD and matrix flow per d; writes
   ``DIR/compare.png`` and ``DIR/compare.json`` (with a table of sup-errors); with ``--finite-lr``
   each theory curve also at the SGD runs' own κ = lr·d/batch;
+* ``momentgen spectrum CONFIG --letter S1 --times 0,0.5,1 --json OUT [--closure C] [--degree M] [--no-sgd]``:
+  the spectral distribution of a trainable letter at those times (the run's horizon: the last of them)
+  from the closure's state (CDF, density, the band its rule certifies) and one SGD run's eigenvalues at
+  ``[sgd] d``; writes OUT and OUT.png;
 * ``momentgen verify CONFIG [--closure C] [--degree M] [--d 100,200] [--seeds N] [--steps N] [--kappa K]
   [--budget SECONDS] [--jobs N] [--json OUT] [--out DIR]``:
   independent evidence with a verdict (`momentgen.verification`): drift at t = 0 vs SGD, the closure and a
@@ -41,9 +45,10 @@ from . import __version__
 from .closures import CLOSURES, solve_with_closure
 from .codegen import cache_dir, clear_cache
 from .comparison import compare
-from .config import load_config
+from .config import ConfigError, load_config
 from .emit import write_module
 from .errors import MomentgenError
+from .evolution import spectrum_evolution, write_spectrum
 from .files import ensure_outputs, provenance, write_csv, write_json, write_series_csv
 from .hierarchy import Model, build, check_size
 from .reference import simulate_config
@@ -111,12 +116,39 @@ def _cmd_hierarchy(args):
         print("\n".join("  " + line for line in program.why(word)))
 
 
+#: Command-line options whose name is not ``--`` + the configuration key they set.
+_FLAGS = {"T": "--times", "finite_lr": "--finite-lr"}
+
+
 def _load(args, **overrides):
-    """The configuration of ``args.config`` with command-line overrides, validated like the file."""
+    """The configuration of ``args.config`` with command-line overrides, validated like the file; a bad
+    override is blamed on its option (``--closure quadratur``), not on the file."""
     config = load_config(args.config)
     given = {table: {k: v for k, v in values.items() if v is not None} for table, values in overrides.items()}
     given = {table: values for table, values in given.items() if values}
-    return config.replace(**given) if given else config
+    try:
+        return config.replace(**given) if given else config
+    except ConfigError as error:
+        raise MomentgenError(_blamed(config, given, error)) from None
+
+
+def _blamed(config, given, error):
+    """The message of a rejected set of overrides, naming the option that fails on its own (else all of them)."""
+    for table, values in given.items():
+        for key, value in values.items():
+            try:
+                config.replace(**{table: {key: value}})
+            except ConfigError as alone:
+                reason = str(alone).removeprefix(f"{config.source}: ")
+                if reason.startswith(f"[{table}] {key} "):  # the key's own check: what it must be
+                    reason = reason.removeprefix(f"[{table}] {key} ").split(", got ")[0]
+                return f"{_flag(key)} {value!r}: {reason}"
+    flags = ", ".join(f"{_flag(key)} {value!r}" for values in given.values() for key, value in values.items())
+    return f"{flags}: {str(error).removeprefix(f'{config.source}: ')}"
+
+
+def _flag(key):
+    return _FLAGS.get(key, "--" + key.replace("_", "-"))
 
 
 def _cmd_generate(args):
@@ -136,6 +168,7 @@ def _cmd_solve(args):
         args,
         truncation={"degree": args.degree, "closure": args.closure, "size": args.size, "draws": args.draws},
         integrate={"finite_lr": True if args.finite_lr else None},
+        sgd=_sgd_overrides(args),
     )
     ensure_outputs(_run_outputs(args.json), config.input_paths())
     start = time.perf_counter()
@@ -148,6 +181,23 @@ def _cmd_solve(args):
         f"{time.perf_counter() - start:.2f} s; wrote {args.json}\n  {result.message}"
     )
     return 0 if result.status in REACHED else 1
+
+
+def _sgd_overrides(args):
+    """``[sgd]`` keys set on the command line (``--lr``, ``--batch``, and ``--d`` where it is one number)."""
+    given = {"lr": args.lr, "batch": args.batch}
+    if isinstance(getattr(args, "d", None), int):
+        given["d"] = args.d
+    return given
+
+
+def _sgd_arguments(parser, d=False):
+    """``--lr`` and ``--batch`` (and ``--d``) overriding ``[sgd]``: κ = lr·d/batch of the finite-learning-rate
+    term and the SGD reference."""
+    parser.add_argument("--lr", type=float, help="override [sgd] lr")
+    parser.add_argument("--batch", type=_positive_int, help="override [sgd] batch")
+    if d:
+        parser.add_argument("--d", type=_positive_int, help="override [sgd] d")
 
 
 def _out_path(text):
@@ -199,7 +249,8 @@ def _seed_list(config, n):
 
 
 def _cmd_simulate(args):
-    config = _load(args, sgd={"d": args.d, "seeds": None if args.seeds is None else list(range(args.seeds))})
+    seeds = None if args.seeds is None else list(range(args.seeds))
+    config = _load(args, sgd={"d": args.d, "seeds": seeds, **_sgd_overrides(args)})
     ensure_outputs(_run_outputs(args.json), config.input_paths())
     result = simulate_config(config)
     columns = {**result["series"], "risk": result["risk"], "risk_se": result["risk_se"]}
@@ -215,7 +266,7 @@ def _cmd_simulate(args):
 
 
 def _cmd_compare(args):
-    config = _load(args, integrate={"finite_lr": True if args.finite_lr else None})
+    config = _load(args, integrate={"finite_lr": True if args.finite_lr else None}, sgd=_sgd_overrides(args))
     degrees = _int_list(args.degrees, "--degrees") or [config.section("truncation")["degree"]]
     dims = _int_list(args.d, "--d") or [config.section("sgd")["d"]]
     closures = args.closures.split(",") if args.closures else [config.section("truncation")["closure"]]
@@ -276,6 +327,36 @@ def _cmd_verify(args):
     return EXIT_STATUS[result.verdict]
 
 
+def _cmd_spectrum(args):
+    times = _float_list(args.times, "--times")
+    config = _load(
+        args,
+        truncation={"degree": args.degree, "closure": args.closure, "size": args.size},
+        integrate={"T": max(times) if max(times) > 0 else None},  # the run ends at the last time asked for
+        sgd={"d": args.d},
+    )
+    path = _out_path(args.json)
+    ensure_outputs([("--json", path), ("the figure beside --json", path.with_suffix(".png"))], config.input_paths())
+    start = time.perf_counter()
+    data = spectrum_evolution(config, args.letter, times, with_sgd=not args.no_sgd)
+    write_spectrum({**data, "provenance": provenance(config)}, path, config.model.time_scale)
+    print(
+        f"spectrum of {data['of']} at {config.model.family.time_symbol} = {', '.join(f'{t:g}' for t in times)} "
+        f"({data['closure']} closure, {data['status']}); {time.perf_counter() - start:.1f} s; wrote {path} and "
+        f"{path.with_suffix('.png')}"
+    )
+
+
+def _float_list(text, option):
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise MomentgenError(f"{option} must be comma-separated numbers, e.g. 0,0.5,1; got {text!r}") from None
+    if not values or len(values) > 12:
+        raise MomentgenError(f"{option} takes 1 to 12 times, got {len(values)}")
+    return values
+
+
 def _cmd_cache(args):
     folder = cache_dir() / "kernels"
     kernels = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
@@ -307,7 +388,11 @@ def _int_list(text, option):
 
 
 def _parser():
-    parser = argparse.ArgumentParser(prog="momentgen", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="momentgen",
+        description="Compile, solve and check the large-d training curves of online SGD on attention-indexed "
+        "models. `momentgen COMMAND --help` describes each command; the README has worked examples.",
+    )
     parser.add_argument("--version", action="version", version=f"momentgen {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -347,12 +432,14 @@ def _parser():
         action="store_true",
         help="add the finite-learning-rate term at kappa = lr*d/batch of [sgd] (as [integrate] finite_lr = true)",
     )
+    _sgd_arguments(solve, d=True)
     solve.set_defaults(run=_cmd_solve)
 
     simulate = sub.add_parser("simulate", help="run the online-SGD reference")
     simulate.add_argument("config", help="TOML configuration file")
     simulate.add_argument("--json", required=True, help="output JSON path")
     simulate.add_argument("--d", type=_positive_int, help="override [sgd] d")
+    _sgd_arguments(simulate)
     simulate.add_argument("--seeds", type=_positive_int, help="number of seeds 0..N-1 (default: [sgd] seeds)")
     simulate.set_defaults(run=_cmd_simulate)
 
@@ -360,6 +447,7 @@ def _parser():
     comparison.add_argument("config", help="TOML configuration file")
     comparison.add_argument("--degrees", help="comma-separated truncation degrees (default: the config's)")
     comparison.add_argument("--d", help="comma-separated dimensions (default: [sgd] d)")
+    _sgd_arguments(comparison)
     comparison.add_argument("--seeds", type=_positive_int, help="number of seeds 0..N-1 (default: [sgd] seeds)")
     comparison.add_argument("--out", default="out/compare", help="output directory")
     comparison.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://127.0.0.1:8786")
@@ -401,6 +489,20 @@ def _parser():
     check.add_argument("--out", help="folder for verify.json, verify.csv and verify.png")
     check.set_defaults(run=_cmd_verify)
 
+    spectrum = sub.add_parser("spectrum", help="the spectrum of a trainable letter over time: theory vs SGD")
+    spectrum.add_argument("config", help="TOML configuration file")
+    spectrum.add_argument("--letter", required=True, help="a trainable letter, e.g. S1 (not symmetric: of X X^T)")
+    spectrum.add_argument(
+        "--times", required=True, help="comma-separated times ≥ 0, e.g. 0,0.5,1 (the run ends at the last)"
+    )
+    spectrum.add_argument("--json", required=True, help="output JSON path (the figure goes beside it, .png)")
+    spectrum.add_argument("--closure", help="quadrature | matrix-model (default: [truncation] closure)")
+    spectrum.add_argument("--degree", type=_positive_int, help="override [truncation] degree")
+    spectrum.add_argument("--size", type=_positive_int, help="matrix-model size n (default: [truncation] size)")
+    spectrum.add_argument("--d", type=_positive_int, help="the SGD run's dimension (default: [sgd] d)")
+    spectrum.add_argument("--no-sgd", action="store_true", help="skip the SGD eigenvalues")
+    spectrum.set_defaults(run=_cmd_spectrum)
+
     cache = sub.add_parser("cache", help="the compiled-kernel cache: show where it is, or clear it")
     cache.add_argument("action", choices=("info", "clear"))
     cache.set_defaults(run=_cmd_cache)
@@ -410,6 +512,8 @@ def _parser():
     latex.add_argument("--degree", type=_positive_int, help="override [truncation] degree")
     latex.add_argument("--words", type=_positive_int, default=12, help="equations to print at most (default 12)")
     latex.set_defaults(run=_cmd_latex)
+    for action in sub._choices_actions:  # each command's --help opens with its one-line description
+        sub.choices[action.dest].description = action.help[0].upper() + action.help[1:] + "."
     return parser
 
 

@@ -38,7 +38,8 @@ from .integrate import audited, last_time_within, solve, validity_horizon
 from .problem import Problem
 from .representation import vector_moments
 from .results import Result
-from .risk import theory_risk
+from .risk import RISK_TOL, relative_risk_estimate, theory_risk
+from .spectra import spectral_product, trace_spectrum, vector_spectrum
 from .truncation import Truncation
 from .words import canonical
 
@@ -77,6 +78,42 @@ def _reported(problem, result):
     return result
 
 
+def _risk_columns(t, estimate):
+    """``error_series["risk_relative"]`` (the risk's relative estimate per time, None where there is none)
+    and ``extra["risk_valid_until"]`` (the last time it is within `momentgen.risk.RISK_TOL`; 0 without one)."""
+    if estimate is None:
+        return {}, {"risk_valid_until": 0.0}
+    values = [float(e) if np.isfinite(e) else None for e in estimate]
+    return {"risk_relative": values}, {"risk_valid_until": last_time_within(t, estimate, RISK_TOL)}
+
+
+def _spectra_of(run, reached, model):
+    """The fine leg's spectral measures (`momentgen.spectra`) on the times reached, JSON-ready:
+    {product: {"nodes": [[…] per time], "weights": [[…] per time]}}."""
+    out = {}
+    for letter, measures in run.info.get("spectra", {}).items():
+        measures = measures[:reached]
+        out[letter] = {
+            "of": spectral_product(model, letter)[0],
+            "nodes": [m[0].tolist() for m in measures],
+            "weights": [m[1].tolist() for m in measures],
+        }
+    return out
+
+
+def _spectra_request(problem, function):
+    """The flow engine's ``spectra`` argument when the problem asks for spectra, else None."""
+    return (function, _trainable_products(problem.model)) if problem.spectra else None
+
+
+def _trainable_products(model):
+    """{letter: codes of the product whose spectrum is reported} for every trainable letter
+    (`momentgen.spectra.spectral_product`: the letter, or X Xᵀ for a letter that is not symmetric)."""
+    a = model.alphabet
+    letters = [a.name(c) for c in range(a.size) if a.index(c) in model.trainable and a.transpose[c] >= c]
+    return {letter: spectral_product(model, letter)[1] for letter in letters}
+
+
 def _derived(problem, series, means):
     """The derived columns: the population risk Φ along the run (`momentgen.risk.theory_risk`, on the
     branch ``means`` of a kind with a mean) and, with two indices or more, the kind's overlaps."""
@@ -110,6 +147,12 @@ class ZeroClosure(Closure):
         message = fine.message
         if closed:
             message = f"the {model.kind} model's hierarchy is closed: solved exactly (no closure needed); {message}"
+        means = fast.get("m_star", problem.means)
+        derived = _derived(problem, series, means)
+        valid_until = validity_horizon(fine, runs.get(M - 2), words, integrate["validity_tol"], closed)
+        risk_window = (
+            {"risk_valid_until": valid_until} if closed else self._risk_window(problem, runs, M, derived, means)
+        )
         return _reported(
             problem,
             Result(
@@ -118,18 +161,31 @@ class ZeroClosure(Closure):
                 model.time_scale,
                 fine.t,
                 series,
-                _derived(problem, series, fast.get("m_star", problem.means)),
+                derived,
                 fine.status,
                 message,
-                validity_horizon(fine, runs.get(M - 2), words, integrate["validity_tol"], closed),
+                valid_until,
                 degree=M,
                 potential=problem.potential.accuracy_report(),
                 fast=fast,
-                extra={"method": fine.method, "nfev": fine.nfev, "seconds": fine.seconds},
+                extra={"method": fine.method, "nfev": fine.nfev, "seconds": fine.seconds, **risk_window},
                 config_hash=config.digest,
                 kappa=problem.kappa,
             ),
         )
+
+    def _risk_window(self, problem, runs, M, derived, means):
+        """``{"risk_valid_until"}``: where the risks of degrees M and M − 2 agree to `momentgen.risk.RISK_TOL`
+        in relative terms (0 without degree M − 2)."""
+        fine, coarse = runs[M], runs.get(M - 2)
+        if coarse is None:
+            return {"risk_valid_until": 0.0}
+        n = min(len(fine.t), len(coarse.t))
+        shared = {w: coarse.series(w)[:n] for w in coarse.words if len(w.split()) <= 2}
+        other = np.full(len(fine.t), np.nan)
+        other[:n] = theory_risk(problem, shared, means)
+        estimate = relative_risk_estimate(derived["risk"], [other])
+        return {"risk_valid_until": last_time_within(fine.t, estimate, RISK_TOL)}
 
     def _degree(self, problem, degree, observables):
         """One degree, audited: (`SolveResult`, the fast phase or {}, whether the program is closed)."""
@@ -210,8 +266,15 @@ class FlowClosure(Closure):
         if stopped:  # a leg met a state it cannot go past: the run ends there, and says why
             status, message = stopped[0].status, f"{label}: {stopped[0].message}"
         series = {w: fine.series[w][:reached] for w in words}
+        derived = _derived(problem, series, means)
+        others = [theory_risk(problem, {w: r.series[w][:reached] for w in words}, means)
+                  for name, r in runs.items() if name != "fine"]  # fmt: skip
+        risk_estimate = relative_risk_estimate(derived["risk"], others)
+        spectra = _spectra_of(fine, reached, model)
         error_series = {"estimate": [float(e) if np.isfinite(e) else None for e in estimate]}
         error_series.update({k: v[:reached] for k, v in fine.info.get("error_series", {}).items()})
+        risk_series, risk_window = _risk_columns(t, risk_estimate)
+        error_series.update(risk_series)
         return _reported(
             problem,
             Result(
@@ -220,7 +283,7 @@ class FlowClosure(Closure):
                 model.time_scale,
                 t,
                 series,
-                _derived(problem, series, means),
+                derived,
                 status,
                 message,
                 last_time_within(t, estimate, integrate["validity_tol"]),
@@ -236,6 +299,8 @@ class FlowClosure(Closure):
                     "nfev": fine.info.get("nfev", 0),
                     "estimate_legs": sorted(runs),
                     "seconds": time.perf_counter() - start,
+                    **risk_window,
+                    **({"spectra": spectra} if spectra else {}),
                 },
                 config_hash=problem.config.digest,
                 kappa=problem.kappa,
@@ -325,7 +390,7 @@ class MatrixModelClosure(FlowClosure):
                 texts=problem.words,
                 seed=seed,
             )
-        return problem.matrix_flow(factors, means)
+        return problem.matrix_flow(factors, means, spectra=_spectra_request(problem, trace_spectrum))
 
 
 class QuadratureClosure(FlowClosure):
@@ -401,6 +466,7 @@ class QuadratureClosure(FlowClosure):
             texts=problem.words,
             read=vector_moments,
             probes=probes,
+            spectra=_spectra_request(problem, vector_spectrum),
         )
         defect = np.abs(run.probes[:, 0::2] - run.probes[:, 1::2]).max(axis=1) if probes else np.zeros(len(run.t))
         run.info["error_series"] = {"traciality_defect": defect}
@@ -418,16 +484,22 @@ def traciality_pairs(model):
 CLOSURES = {closure.name: closure for closure in (ZeroClosure(), QuadratureClosure(), MatrixModelClosure())}
 
 
-def solve_with_closure(config, closure=None, degree=None, size=None, factors=None, kappa=None):
+def solve_with_closure(config, closure=None, degree=None, size=None, factors=None, kappa=None, times=(), spectra=False):
     """Solve ``config`` with the named closure (default: ``[truncation] closure``): the run pipeline
     Config → `Problem` → closure → `Result`. ``factors``: start from these finite-d matrices'
     moments instead of the d = ∞ initial law (a from-file init gives its own). ``kappa``: κ = ηd/B
-    of the finite-learning-rate term (default `Config.kappa`). ``closure``, ``degree`` and ``size`` are
-    validated like the file's ``[truncation]`` keys (`Config.replace`)."""
+    of the finite-learning-rate term (default `Config.kappa`). ``times``: extra output times in [0, T];
+    ``spectra``: also record the trainable letters' spectra (for `Result.spectrum`).
+    ``closure``, ``degree`` and ``size`` are validated like the file's ``[truncation]`` keys
+    (`Config.replace`)."""
     if closure is not None and closure not in CLOSURES:
         raise ModelError(f"unknown closure {closure!r}: choose one of {', '.join(CLOSURES)}")
     given = {"closure": closure, "degree": degree, "size": size}
     overrides = {key: value for key, value in given.items() if value is not None}
     config = config.replace(truncation=overrides) if overrides else config
     name = config.section("truncation")["closure"]
-    return CLOSURES[name].solve(Problem.from_config(config, factors, kappa=kappa))
+    T = config.section("integrate")["T"]
+    bad = [t for t in times if isinstance(t, bool) or not (isinstance(t, (int, float)) and 0 <= t <= T)]
+    if bad:
+        raise ModelError(f"output times must be numbers in [0, T = {T:g}], got {bad[0]!r}")
+    return CLOSURES[name].solve(Problem.from_config(config, factors, kappa=kappa, times=times, spectra=spectra))

@@ -28,6 +28,7 @@ import numpy as np
 
 from .matrices import trace_moments
 from .models.base import psd_root
+from .spectra import product_matrix
 from .stepper import integrate
 
 __all__ = ["FlowRun", "run", "run_stochastic", "letter_velocities", "driving_letters"]
@@ -79,13 +80,28 @@ class _Layout:
         )
 
 
-def run(model, factors, source, *, times, codes, texts=None, read=trace_moments, probes=(), rtol=1e-9, atol=1e-11):
+def run(
+    model,
+    factors,
+    source,
+    *,
+    times,
+    codes,
+    texts=None,
+    read=trace_moments,
+    probes=(),
+    rtol=1e-9,
+    atol=1e-11,
+    spectra=None,
+):
     """Integrate ``factors`` of ``model`` on ``times`` (the kind's own axis, ``model.time_scale``:
     tied t = 4nη/d, others τ = nη/d) and measure the words ``codes`` (code tuples,
     reported under ``texts``) and the ``probes`` (code tuples measured as they are — for a state
     that is not tracial their rotations differ). ``read(words, letters)`` measures moments:
-    `momentgen.matrices.trace_moments` (default) or a state-vector reader. Returns a `FlowRun`; a
-    state the source cannot pass ends the run with a status."""
+    `momentgen.matrices.trace_moments` (default) or a state-vector reader. ``spectra``: (function, {name:
+    product codes}) — the spectral measure of each product at every output time, by ``function``
+    (`momentgen.spectra.trace_spectrum` or ``vector_spectrum``), in ``info["spectra"]``. Returns a
+    `FlowRun`; a state the source cannot pass ends the run with a status."""
     family, layout, source_words = model.family, _Layout(model, factors), list(source.words)
 
     def order_parameters(vector):
@@ -108,7 +124,18 @@ def run(model, factors, source, *, times, codes, texts=None, read=trace_moments,
         recoverable=tuple(source.errors),
     )
     states = [layout.unpack(v) for v in result.y]
-    return _measured(model, result.t, states, codes, texts, read, probes, result.status, result.message, result.nfev)
+    measured = _measured(
+        model, result.t, states, codes, texts, read, probes, result.status, result.message, result.nfev
+    )
+    if spectra is not None:
+        measured.info["spectra"] = _spectra(model, states, *spectra)
+    return measured
+
+
+def _spectra(model, states, function, products):
+    """{name: [(nodes, weights) at each state]} of the symmetric ``products`` (code tuples)."""
+    letters = [model.family.letter_matrices(f) for f in states]
+    return {name: [function(product_matrix(codes, each)) for each in letters] for name, codes in products.items()}
 
 
 def _measured(model, t, states, codes, texts, read, probes, status, message, nfev):

@@ -39,16 +39,21 @@ class Problem:
     factors: list = None
     given_potential: Potential = None
     kappa: float = None
+    output_times: tuple = ()
+    spectra: bool = False
 
     def __post_init__(self):
         self.kappa = check_kappa(self.config.kappa if self.kappa is None else self.kappa)
 
     @classmethod
-    def from_config(cls, config, factors=None, potential=None, kappa=None):
+    def from_config(cls, config, factors=None, potential=None, kappa=None, times=(), spectra=False):
         """The problem of ``config``; ``factors`` (finite matrices) override the inits' d = ∞ law — a
-        from-file init gives its own (`Config.start_factors`); ``kappa`` overrides `Config.kappa`."""
+        from-file init gives its own (`Config.start_factors`); ``kappa`` overrides `Config.kappa`; ``times``
+        are extra output times in [0, T] (e.g. where a spectrum is wanted); ``spectra``: the flow closures
+        also record the trainable letters' spectra (`momentgen.spectra`; a matrix model's eigenvalues cost
+        about a second per letter and 51 times at n = 400)."""
         factors = config.start_factors() if factors is None else factors
-        return cls(config, factors, potential, kappa)
+        return cls(config, factors, potential, kappa, tuple(float(t) for t in times), bool(spectra))
 
     @cached_property
     def potential(self):
@@ -81,8 +86,10 @@ class Problem:
 
     @cached_property
     def nominal_times(self):
-        """The output grid, uniform on [0, T] on the kind's time axis (∝ samples: where results are reported)."""
-        return np.linspace(0.0, self.integrate["T"], self.integrate["points"])
+        """The output grid, uniform on [0, T] on the kind's time axis (∝ samples: where results are reported),
+        with the extra ``output_times``."""
+        grid = np.linspace(0.0, self.integrate["T"], self.integrate["points"])
+        return np.union1d(grid, self.output_times) if self.output_times else grid
 
     @cached_property
     def time_change(self):
@@ -148,12 +155,14 @@ class Problem:
         times, m = truncation.fast_phase(self.initial_moments(program.word_codes), self.integrate["fast_T"])
         return {"fast_t": times, "fast_m": m, "m_star": truncation.m.copy()}
 
-    def matrix_flow(self, factors, means=None):
+    def matrix_flow(self, factors, means=None, spectra=None):
         """``factors`` moved by the kind's matrix flow with the theory's coefficients (starting on the
-        branch ``means``), the reported words read as ``(1/d) Tr`` on `times`: a `momentgen.flow.FlowRun`."""
+        branch ``means``), the reported words read as ``(1/d) Tr`` on `times` (and the ``spectra`` of
+        `momentgen.flow.run`): a `momentgen.flow.FlowRun`."""
         return run_flow(
-            self.model, factors, self.source(means), times=self.times, codes=self.word_codes, texts=self.words
-        )
+            self.model, factors, self.source(means), times=self.times, codes=self.word_codes, texts=self.words,
+            spectra=spectra,
+        )  # fmt: skip
 
     def source(self, means=None):
         """The theory's `CoefficientSource` for the flow engine, starting on the branch ``means``."""

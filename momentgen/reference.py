@@ -32,6 +32,7 @@ from .flow import run as run_flow
 from .matrices import initial_factors, letter_matrices, matrix_bytes, trace_moments
 from .models import Batch, Model
 from .parallel import run_tasks
+from .spectra import product_matrix, trace_spectrum
 from .words import canonical, parse
 
 __all__ = [
@@ -249,6 +250,7 @@ def sgd(
     schedules=None,
     horizon=None,
     risk_samples=0,
+    spectra=None,
 ):
     """Run online SGD and measure ``words`` at the theory ``times``.
 
@@ -279,6 +281,9 @@ def sgd(
     risk_samples : int
         Also estimate the population risk E[ℓ] at each time on this many fresh samples (an
         independent token stream): ``info["risk"]``, ``info["risk_se"]`` (0: not measured).
+    spectra : {name: letter codes}, optional
+        Also record the eigenvalues of each symmetric product of letters (`momentgen.spectra`) at
+        each time: ``info["spectra"][name]``, a list of arrays.
 
     A step that meets a non-finite number stops the run: ``info["status"] = "diverged"`` and
     ``info["message"]`` says at which step and time; the result holds the times reached.
@@ -294,6 +299,7 @@ def sgd(
     fast = [] if fast_times is None else list(np.rint(np.asarray(fast_times, float) / lr).astype(np.int64))
     show = sys.stderr.isatty() if progress is None else progress
     values, means, fast_m, risks, step, start = [], [], [], [], 0, time.perf_counter()
+    eigenvalues = {name: [] for name in spectra or {}}
     last = max([schedule[-1]] + fast)
     status, message = "ok", "reached the horizon"
     per_time = model.family.steps_per_time(d, lr)
@@ -328,6 +334,9 @@ def sgd(
             means.extend([run.means()] * count)
             if probe is not None:
                 risks.extend([probe.measure(run.factors)] * count)
+            for name, product in (spectra or {}).items():
+                letters = letter_matrices(model.kind, run.factors)
+                eigenvalues[name].extend([trace_spectrum(product_matrix(product, letters))[0]] * count)
     bar.close()
     kept = len(values)
     series = {w: np.array(v) for w, v in zip(texts, np.array(values).reshape(kept, len(texts)).T)}
@@ -344,6 +353,8 @@ def sgd(
         info.update(fast_t=np.asarray(fast_times, float)[: len(fast_m)], fast_m=np.array(fast_m))
     if probe is not None:
         info["risk"], info["risk_se"] = (np.array([r[i] for r in risks]) for i in (0, 1))
+    if spectra:
+        info["spectra"] = eigenvalues
     return SimulationResult(
         np.asarray(times, float)[:kept],
         series,
@@ -399,6 +410,12 @@ def _seed_run(config, d, seed, times, words, fast_times, progress, risk_samples=
                horizon=config.section("integrate")["T"], risk_samples=risk_samples)  # fmt: skip
 
 
+def _integrated_time(config, times):
+    """Under a schedule, the integrated time s(t) of the nominal grid (``integrated_t``); else nothing."""
+    change = config.time_change()
+    return {} if change is None else {"integrated_t": change.integrated(times).tolist()}
+
+
 def _risk_summary(runs, reached):
     """The SGD risk over seeds: ``risk`` (the mean of the seeds' estimates) and ``risk_se`` (the standard
     error of that mean: over seeds when there are several — seed-to-seed and sampling spread together —
@@ -449,6 +466,7 @@ def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41, n
         "series": {w: v.mean(axis=0).tolist() for w, v in stack.items()},
         "spread": {w: v.std(axis=0).tolist() for w, v in stack.items()},
         "steps": runs[0].steps[:reached].tolist(),
+        **_integrated_time(config, times[:reached]),
         # when each value was measured: a whole number of steps, within half a step of its grid time
         "t_reached": (runs[0].steps[:reached] / config.model.family.steps_per_time(d, sgd_table["lr"])).tolist(),
         "d": d,

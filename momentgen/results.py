@@ -113,8 +113,18 @@ class Result:
             closure=self.closure,
             kappa=self.kappa,
             error_estimate=self.error_estimate,
+            risk_valid_until=self.extra.get("risk_valid_until"),
         )
         return frame
+
+    def spectrum(self, letter, t, points=400, x=None):
+        """The spectral distribution of a trainable ``letter`` (e.g. ``"S1"``; for a letter that is not
+        symmetric, of ``X Xᵀ``: the squared singular values) at the output time ``t``, from the closure's
+        state: ``{"letter", "of", "t", "x", "cdf", "density", "cdf_low", "cdf_high"}`` on ``x`` (default
+        ``points`` points spanning the spectrum) — a smooth reconstruction from the state's spectral rule
+        (`momentgen.spectra.reconstruct`; ``cdf_low``/``cdf_high`` the band the rule certifies). Quadrature
+        and matrix-model closures only."""
+        return _spectrum_of(self, letter, t, points, x)
 
     def plot(self, words=None, ax=None, log=False):
         """Draw ``words`` (default: every non-constant series, at most 6; any spelling of a word, or a derived
@@ -145,6 +155,39 @@ class Result:
         )
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
         return ax
+
+
+def _spectrum_of(result, letter, t, points=400, x=None):
+    """See `Result.spectrum`."""
+    from . import models  # noqa: PLC0415 - the kinds' registry, only for whether letters are PSD
+    from .spectra import reconstruct  # noqa: PLC0415
+
+    spectra = result.extra.get("spectra", {})
+    if letter not in spectra:
+        where = (
+            f"it has {', '.join(spectra)}"
+            if spectra
+            else f"solve with spectra=True (the {result.closure} closure records them only then"
+            + ("; the zero closure never)" if result.closure == "zero" else ")")
+        )
+        raise MomentgenError(
+            f"no spectrum of {letter!r} in this result: {where} (spectra are those of the trainable letters, "
+            "from the quadrature and matrix-model closures)"
+        )
+    times = np.asarray(result.t, dtype=float)
+    tolerance = 1e-9 * max(1.0, abs(times[-1]))
+    index = np.flatnonzero(np.abs(times - t) <= tolerance)
+    if not index.size:
+        raise MomentgenError(
+            f"t = {t:g} is not an output time of this result (grid {times[0]:g} … {times[-1]:g}, {len(times)} "
+            "points): solve with times=[…] to add it"
+        )
+    record = spectra[letter]
+    positive = record["of"] != letter or models.get(result.model).positive_letters
+    i = int(index[0])
+    lower = 0.0 if positive else None
+    curve = reconstruct(record["nodes"][i], record["weights"][i], x=x, points=points, lower=lower)
+    return {"letter": letter, "of": record["of"], "t": float(times[i]), **curve}
 
 
 def _column_of(result, word):

@@ -161,3 +161,15 @@ def test_the_finite_lr_term_follows_kappa_along_the_schedule(monkeypatch):
     gap, se, (paper, constant) = sgd_minus_theory(raw, "matrix-model", 0.25, 300, range(4), controls)
     assert paper.max() >= 5 * gap.max() and np.all(gap <= 3 * se + 0.01), (paper, gap, se)
     assert constant.max() >= 3 * gap.max(), (constant, gap)
+
+
+def test_a_schedule_parameter_can_be_swept():
+    """``sweep`` over ``sgd.schedule``: the cosine run integrates less time than the constant one at the same
+    samples (its integrated_t ends at T/2: ∫ of a cosine from 1 to 0 is ½), so it learns less by T."""
+    runs = mg.sweep(parse_config(SOLVABLE), {"sgd.schedule": ["constant", "cosine"]}, n_jobs=1)
+    (constant_point, constant), (cosine_point, cosine) = runs
+    assert constant_point == {"sgd.schedule": "constant"} and cosine_point == {"sgd.schedule": "cosine"}
+    assert cosine.derived["integrated_t"][-1] == pytest.approx(0.25, abs=1e-9)
+    assert constant.series["S1 S1"][-1] < cosine.series["S1 S1"][-1] < constant.series["S1 S1"][0]
+    frame = runs.to_pandas()
+    assert set(frame.index.get_level_values("sgd.schedule")) == {"constant", "cosine"}
