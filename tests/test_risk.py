@@ -15,11 +15,11 @@ from momentgen.losses import builtin
 from momentgen.models import Model
 from momentgen.reference import RiskProbe
 
-SOLVABLE = {  # MATH.md §6: Wishart student σ = 1 (ratio 1), teacher I, γ = 0, ℓ = (G1 − G2)²
-    "model": {"kind": "tied", "K": 2, "trainable": [1]},
-    "loss": {"builtin": "mse", "activation": "h1"},
-    "init": {"1": {"kind": "gaussian"}, "2": {"kind": "identity", "c": 1.0}},
-    "truncation": {"degree": 25, "observables": ["S1 S1", "S1 S2"], "closure": "quadrature"},
+from .test_quadrature import SOLVABLE as QUADRATURE_SOLVABLE
+
+SOLVABLE = {  # MATH.md §6's solvable case (tests/test_quadrature.py) at degree 25 on t ∈ [0, 1]
+    **QUADRATURE_SOLVABLE,
+    "truncation": {**QUADRATURE_SOLVABLE["truncation"], "degree": 25},
     "integrate": {"T": 1.0, "points": 11},
 }
 
@@ -144,3 +144,26 @@ def test_simulate_reports_the_risk_with_its_standard_error():
     assert risk.shape == se.shape == (3,) and np.all(se > 0)
     assert abs(risk[0] - 2.0) < 4 * se[0] + 0.1, (risk[0], se[0])
     assert risk[-1] < risk[0]  # it learns
+
+
+def test_the_risk_is_plotted_on_a_log_axis_and_written_to_the_csv(tmp_path):
+    """`plot(words=["risk"], log=True)` draws Φ on a log axis; `solve --json` writes the risk column beside the
+    words in its CSV, equal to the JSON's derived risk."""
+    import csv
+    import json
+
+    from momentgen.cli import main
+
+    result = mg.solve(parse_config({**SOLVABLE, "integrate": {"T": 0.5, "points": 6}}))
+    ax = result.plot(words=["risk"], log=True)
+    assert ax.get_yscale() == "log" and ax.get_ylabel() == "population risk"
+    config = tmp_path / "c.toml"
+    config.write_text(
+        '[model]\nkind = "tied"\nK = 2\ntrainable = [1]\n[loss]\nbuiltin = "mse"\n[init.1]\n[init.2]\n'
+        'kind = "identity"\n[truncation]\ndegree = 9\nclosure = "quadrature"\nobservables = ["S1 S1"]\n'
+        "[integrate]\nT = 0.2\npoints = 5\n"
+    )
+    assert main(["solve", str(config), "--json", str(tmp_path / "r.json")]) == 0
+    rows = list(csv.DictReader((tmp_path / "r.csv").open()))
+    risk = json.loads((tmp_path / "r.json").read_text())["derived"]["risk"]
+    assert [float(r["risk"]) for r in rows] == pytest.approx(risk)
