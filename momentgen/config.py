@@ -635,7 +635,26 @@ def _table(given, fields, where, name):
 
 def _check_together(raw, given, where):
     """The rules that involve several keys."""
-    model, loss = raw["model"], raw["loss"]
+    _check_indices(raw, where)
+    _check_loss_keys(raw["loss"], where)
+    _check_inits(raw, where)
+    sgd_given = {key.split(".", 1)[1] for key in given if key.startswith("sgd.")}
+    _check_schedule_keys(raw["sgd"], sgd_given, where + "[sgd] ")
+    if raw["integrate"]["finite_lr"]:
+        _check_finite_lr(raw, given, where)
+    truncation = raw["truncation"]
+    if truncation["closure"] == "matrix-model":
+        _check_matrix_model_size(raw, where)
+    if truncation["closure"] == "quadrature" and truncation["degree"] < 3:
+        raise ConfigError(
+            f"{where}[truncation] the quadrature closure needs degree M ≥ 3 (order n = ⌊(M − 1)/2⌋ ≥ 1), "
+            f"got {truncation['degree']}"
+        )
+
+
+def _check_indices(raw, where):
+    """C matches L; every index list names indices 1..K."""
+    model = raw["model"]
     K, L = model["K"], model["L"]
     if model["C"] is not None and np.shape(model["C"]) != (L, L):
         raise ConfigError(
@@ -645,6 +664,10 @@ def _check_together(raw, given, where):
         bad = [k for k in raw[table][key] or () if not 1 <= k <= K]
         if bad:
             raise ConfigError(f"{where}[{table}] `{key}` indices {bad} are out of range 1..{K} (1-based)")
+
+
+def _check_loss_keys(loss, where):
+    """Exactly one of builtin/expression, and the keys each kind of loss reads (heads, activation)."""
     if (loss["builtin"] is None) == (loss["expression"] is None):
         raise ConfigError(f"{where}[loss] needs exactly one of `builtin` or `expression`")
     if loss["activation"] is not None and loss["builtin"] != "mse":
@@ -657,6 +680,13 @@ def _check_together(raw, given, where):
             f"{where}[loss] `student` and `teacher` apply to built-in losses only: an expression "
             "names its indices itself in G[i, j, k]"
         )
+    _check_heads(loss, where)
+    if loss["builtin"] == "mse" and loss["activation"] is None:
+        loss["activation"] = "h1"
+
+
+def _check_heads(loss, where):
+    """``heads`` belongs to the multi-head loss, which needs it (and then sets student/teacher from it)."""
     if loss["heads"] is not None:
         if loss["builtin"] != "multihead-softmax-mse":
             raise ConfigError(f'{where}[loss] `heads` applies to builtin = "multihead-softmax-mse" only')
@@ -665,35 +695,25 @@ def _check_together(raw, given, where):
         loss["student"], loss["teacher"] = loss["heads"]
     elif loss["builtin"] == "multihead-softmax-mse" and (loss["student"], loss["teacher"]) == ([1], [2]):
         raise ConfigError(f"{where}[loss] multihead-softmax-mse needs `heads`, e.g. heads = [[1, 2], [3, 4]]")
-    if loss["builtin"] == "mse" and loss["activation"] is None:
-        loss["activation"] = "h1"
-    family = models.get(model["kind"])
+
+
+def _check_inits(raw, where):
+    """Each init's keys fit its kind and the model kind (PSD identity, a path for from-file, no mean when
+    centred)."""
+    family = models.get(raw["model"]["kind"])
     for k, table in raw["init"].items():
         if table["kind"] == "identity" and family.positive_letters and table["c"] < 0:
             raise ConfigError(
                 f"{where}[init.{k}] identity `c` = {table['c']} < 0: the letters of the "
-                f"{model['kind']} model are positive semi-definite, so c I must be (c ≥ 0)"
+                f"{raw['model']['kind']} model are positive semi-definite, so c I must be (c ≥ 0)"
             )
         if table["kind"] == "from-file" and table["path"] is None:
             raise ConfigError(f'{where}[init.{k}] kind = "from-file" needs `path` (an .npz of finite-d matrices)')
         if table["mean"] is not None and family.centred:
             raise ConfigError(
                 f"{where}[init.{k}] `mean` is the pre-activation mean Tr(M_k)/√d of a model with a "
-                f"mean; the {model['kind']} model's pre-activations are centred: remove it"
+                f"mean; the {raw['model']['kind']} model's pre-activations are centred: remove it"
             )
-    _check_schedule_keys(
-        raw["sgd"], {key.split(".", 1)[1] for key in given if key.startswith("sgd.")}, where + "[sgd] "
-    )
-    if raw["integrate"]["finite_lr"]:
-        _check_finite_lr(raw, given, where)
-    truncation = raw["truncation"]
-    if truncation["closure"] == "matrix-model":
-        _check_matrix_model_size(raw, where)
-    if truncation["closure"] == "quadrature" and truncation["degree"] < 3:
-        raise ConfigError(
-            f"{where}[truncation] the quadrature closure needs degree M ≥ 3 (order n = ⌊(M − 1)/2⌋ ≥ 1), "
-            f"got {truncation['degree']}"
-        )
 
 
 def _check_matrix_model_size(raw, where):

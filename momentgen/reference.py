@@ -231,6 +231,35 @@ class RiskProbe:
         return float(losses.mean()), float(losses.std(ddof=1) / np.sqrt(len(losses)))
 
 
+class _Measurements:
+    """What `sgd` records at each output time: the words' moments, the means, and optionally the risk on
+    fresh samples (a `RiskProbe`) and the eigenvalues of symmetric letter products."""
+
+    def __init__(self, model, probe, spectra):
+        self.model, self.probe, self.spectra = model, probe, spectra or {}
+        self.values, self.means, self.risks = [], [], []
+        self.eigenvalues = {name: [] for name in self.spectra}
+
+    def add(self, run, measured, count):
+        """The state of ``run`` (its moments ``measured``) at ``count`` grid times that fall on this step."""
+        self.values.extend([measured] * count)
+        self.means.extend([run.means()] * count)
+        if self.probe is not None:
+            self.risks.extend([self.probe.measure(run.factors)] * count)
+        letters = letter_matrices(self.model.kind, run.factors) if self.spectra else None
+        for name, product in self.spectra.items():
+            self.eigenvalues[name].extend([trace_spectrum(product_matrix(product, letters))[0]] * count)
+
+    def extras(self):
+        """``risk``, ``risk_se`` and ``spectra`` for the run's info, when measured."""
+        out = {}
+        if self.probe is not None:
+            out["risk"], out["risk_se"] = (np.array([r[i] for r in self.risks]) for i in (0, 1))
+        if self.spectra:
+            out["spectra"] = self.eigenvalues
+        return out
+
+
 def sgd(
     model,
     loss,
@@ -298,8 +327,7 @@ def sgd(
     schedule = steps_for(model, times, d, lr)
     fast = [] if fast_times is None else list(np.rint(np.asarray(fast_times, float) / lr).astype(np.int64))
     show = sys.stderr.isatty() if progress is None else progress
-    values, means, fast_m, risks, step, start = [], [], [], [], 0, time.perf_counter()
-    eigenvalues = {name: [] for name in spectra or {}}
+    record, fast_m, step, start = _Measurements(model, probe, spectra), [], 0, time.perf_counter()
     last = max([schedule[-1]] + fast)
     status, message = "ok", "reached the horizon"
     per_time = model.family.steps_per_time(d, lr)
@@ -329,17 +357,10 @@ def sgd(
         if target in fast:
             fast_m.extend([run.means()] * fast.count(target))
         if target in schedule:
-            count = int(np.sum(schedule == target))
-            values.extend([measured] * count)
-            means.extend([run.means()] * count)
-            if probe is not None:
-                risks.extend([probe.measure(run.factors)] * count)
-            for name, product in (spectra or {}).items():
-                letters = letter_matrices(model.kind, run.factors)
-                eigenvalues[name].extend([trace_spectrum(product_matrix(product, letters))[0]] * count)
+            record.add(run, measured, int(np.sum(schedule == target)))
     bar.close()
-    kept = len(values)
-    series = {w: np.array(v) for w, v in zip(texts, np.array(values).reshape(kept, len(texts)).T)}
+    kept = len(record.values)
+    series = {w: np.array(v) for w, v in zip(texts, np.array(record.values).reshape(kept, len(texts)).T)}
     info = {
         "seconds": time.perf_counter() - start,
         "lr": lr,
@@ -351,16 +372,13 @@ def sgd(
     }
     if fast:
         info.update(fast_t=np.asarray(fast_times, float)[: len(fast_m)], fast_m=np.array(fast_m))
-    if probe is not None:
-        info["risk"], info["risk_se"] = (np.array([r[i] for r in risks]) for i in (0, 1))
-    if spectra:
-        info["spectra"] = eigenvalues
+    info.update(record.extras())
     return SimulationResult(
         np.asarray(times, float)[:kept],
         series,
         d,
         schedule[:kept],
-        None if model.family.centred else np.array(means),
+        None if model.family.centred else np.array(record.means),
         info,
     )
 

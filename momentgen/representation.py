@@ -230,19 +230,7 @@ def free_product(components, n, size, radau=False):
     principal representation of the same known moments, which holds at the edge what the
     Gauss rule lets escape (the closure's error estimate compares the two).
     """
-    basis, index = [()], {(): 0}
-    cursor = 0
-    while cursor < len(basis):  # breadth first: every tensor of degree ≤ n, in degree order
-        xi = basis[cursor]
-        cursor += 1
-        used = sum(int(components[k].degrees[i]) for k, i in xi)
-        for k, comp in enumerate(components):
-            if xi and xi[0][0] == k:
-                continue
-            for i in range(1, len(comp.degrees)):
-                if used + comp.degrees[i] <= n and ((k, i),) + xi not in index:
-                    index[((k, i),) + xi] = len(basis)
-                    basis.append(((k, i),) + xi)
+    basis, index = _alternating_basis(components, n)
     N = len(basis)
     used = [sum(int(components[k].degrees[i]) for k, i in xi) for xi in basis]
     letters = [None] * size
@@ -266,6 +254,25 @@ def free_product(components, n, size, radau=False):
                         out[col, col] += value - X[head, head]
             letters[code] = out
     return Representation(letters, n, "radau" if radau else "gauss")
+
+
+def _alternating_basis(components, n):
+    """(basis, index): the state vector ``()`` and every alternating tensor of total degree ≤ n, breadth
+    first (in degree order), and each tensor's position."""
+    basis, index = [()], {(): 0}
+    cursor = 0
+    while cursor < len(basis):
+        xi = basis[cursor]
+        cursor += 1
+        used = sum(int(components[k].degrees[i]) for k, i in xi)
+        for k, comp in enumerate(components):
+            if xi and xi[0][0] == k:
+                continue
+            for i in range(1, len(comp.degrees)):
+                if used + comp.degrees[i] <= n and ((k, i),) + xi not in index:
+                    index[((k, i),) + xi] = len(basis)
+                    basis.append(((k, i),) + xi)
+    return basis, index
 
 
 def block_radau(component, n):

@@ -92,85 +92,126 @@ def integrate(
     """
     if method not in SOLVERS:
         raise ValueError(f"method must be one of {', '.join(SOLVERS)}, got {method!r}")
-    grid = np.asarray(grid, dtype=float)
-    y0 = np.asarray(y0, dtype=float)
-    ts, ys = [grid[0]], [y0]
-    T = float(grid[-1])
     options = {"rtol": rtol, "atol": atol}
     if jac is not None and method in ("Radau", "BDF"):
         options["jac"] = jac
+    run = _Run(fun, np.asarray(y0, dtype=float), np.asarray(grid, dtype=float), SOLVERS[method], options)
+    return run.go(events, on_step, tuple(recoverable), recoverable_status)
 
-    def start(t, y, max_step=np.inf):
-        return SOLVERS[method](fun, t, y, T, max_step=max_step, **options)
 
-    def finish(status, message, t_stop):
-        return Trajectory(np.array(ts), np.array(ys), status, message, float(t_stop), nfev, steps)
+class _Run:
+    """The state of one `integrate` call: the solver, the last accepted point, the outputs so far and the
+    counters of failed trial stages, calm steps under a reduced step limit and stalled steps."""
 
-    t, y, nfev, steps, failures, limit, calm, stalled = float(grid[0]), y0, 0, 0, 0, np.inf, 0, 0
-    total_failures = 0
-    if T <= t:
-        return finish("ok", "reached the horizon", t)
-    try:
-        solver = start(t, y)
-    except recoverable as error:
-        return finish(getattr(error, "status", recoverable_status), f"stopped at t = {t:.6g}: {error}", t)
-    next_out = 1
-    while next_out < len(grid):
-        try:  # a step, and the dense output it needs (its extra stages evaluate fun at new states too)
-            solver.step()
-            if solver.status == "failed" or not np.all(np.isfinite(solver.y)):
-                return finish("failed", f"integrator failed after t = {t:.6g}: {solver.status}", t)
-            t_new, y_new = solver.t, solver.y
-            stop, outputs = _step_outputs(solver, events, grid, next_out, t)
+    def __init__(self, fun, y0, grid, solver_class, options):
+        self.fun, self.grid, self.solver_class, self.options = fun, grid, solver_class, options
+        self.T = float(grid[-1])
+        self.t, self.y = float(grid[0]), y0
+        self.ts, self.ys, self.next_out = [grid[0]], [y0], 1
+        self.nfev = self.steps = self.failures = self.total_failures = self.calm = self.stalled = 0
+        self.limit, self.solver = np.inf, None
+
+    def start(self, max_step=np.inf):
+        return self.solver_class(self.fun, self.t, self.y, self.T, max_step=max_step, **self.options)
+
+    def finish(self, status, message, t_stop):
+        return Trajectory(np.array(self.ts), np.array(self.ys), status, message, float(t_stop), self.nfev, self.steps)
+
+    def go(self, events, on_step, recoverable, recoverable_status):
+        self.events, self.on_step, self.recoverable, self.recoverable_status = (
+            events, on_step, recoverable, recoverable_status,
+        )  # fmt: skip
+        if self.T <= self.t:
+            return self.finish("ok", "reached the horizon", self.t)
+        try:
+            self.solver = self.start()
         except recoverable as error:
-            nfev += solver.nfev
-            failures += 1
-            total_failures += 1
-            last = solver.step_size if solver.step_size and np.isfinite(solver.step_size) else (T - t) / 16
-            limit = min(limit, last) / _SHRINK
-            if failures > _RETRIES or total_failures > _FAILURES or limit < 1e-12 * max(1.0, abs(T)):
-                return finish(getattr(error, "status", recoverable_status), f"stopped after t = {t:.6g}: {error}", t)
-            try:  # the new solver's first-step selection evaluates fun as well
-                solver = start(t, y, limit)
-            except recoverable as again:
-                return finish(getattr(again, "status", recoverable_status), f"stopped after t = {t:.6g}: {again}", t)
-            calm = 0
-            continue
+            return self.stopped(error, "at")
+        while self.next_out < len(self.grid):
+            try:  # a step, and the dense output it needs (its extra stages evaluate fun at new states too)
+                self.solver.step()
+                if self.solver.status == "failed" or not np.all(np.isfinite(self.solver.y)):
+                    return self.finish(
+                        "failed", f"integrator failed after t = {self.t:.6g}: {self.solver.status}", self.t
+                    )
+                stop, outputs = _step_outputs(self.solver, events, self.grid, self.next_out, self.t)
+            except recoverable as error:
+                ended = self.retry(error)
+                if ended is not None:
+                    return ended
+                continue
+            ended = self.accept(stop, outputs)
+            if ended is not None:
+                return ended
+            if self.solver.status == "finished" and self.next_out < len(self.grid):
+                break
+        self.nfev += self.solver.nfev
+        return self.finish("ok", "reached the horizon", self.ts[-1])
+
+    def stopped(self, error, when):
+        status = getattr(error, "status", self.recoverable_status)
+        return self.finish(status, f"stopped {when} t = {self.t:.6g}: {error}", self.t)
+
+    def retry(self, error):
+        """A trial stage met a recoverable error: restart from the last accepted point under a shorter step
+        limit (None), or stop the run (its `Trajectory`) when that keeps failing."""
+        solver = self.solver
+        self.nfev += solver.nfev
+        self.failures += 1
+        self.total_failures += 1
+        last = solver.step_size if solver.step_size and np.isfinite(solver.step_size) else (self.T - self.t) / 16
+        self.limit = min(self.limit, last) / _SHRINK
+        exhausted = self.failures > _RETRIES or self.total_failures > _FAILURES
+        if exhausted or self.limit < 1e-12 * max(1.0, abs(self.T)):
+            return self.stopped(error, "after")
+        try:  # the new solver's first-step selection evaluates fun as well
+            self.solver = self.start(self.limit)
+        except self.recoverable as again:
+            return self.stopped(again, "after")
+        self.calm = 0
+        return None
+
+    def accept(self, stop, outputs):
+        """Record an accepted step's outputs; the run's `Trajectory` when it ends here (an event, a stall),
+        else None after advancing the explicit state (``on_step``) and relaxing a reduced step limit."""
+        solver = self.solver
+        t_new, y_new = solver.t, solver.y
         for tg, value in outputs:
-            ts.append(tg)
-            ys.append(value)
-        next_out += len(outputs)
-        steps += 1
-        stalled = stalled + 1 if t_new - t < _TINY * (T - grid[0]) else 0
-        if stalled >= _STALLED and stop is None:
-            nfev += solver.nfev
-            return finish(
+            self.ts.append(tg)
+            self.ys.append(value)
+        self.next_out += len(outputs)
+        self.steps += 1
+        self.stalled = self.stalled + 1 if t_new - self.t < _TINY * (self.T - self.grid[0]) else 0
+        if self.stalled >= _STALLED and stop is None:
+            self.nfev += solver.nfev
+            return self.finish(
                 "failed",
                 f"integrator stalled at t = {t_new:.6g}: {_STALLED} steps below "
                 f"{_TINY:g} of the horizon (the right-hand side is singular there)",
                 t_new,
             )
         if stop is not None:
-            nfev += solver.nfev
+            self.nfev += solver.nfev
             root, event = stop
-            return finish(event.status, f"{event.status} at t = {root:.6g}: {event.why}", root)
-        t, y = t_new, y_new
-        failures = 0
-        if on_step is not None:
-            on_step(t, y)
-        calm += 1
-        if limit < np.inf and calm >= _CALM and solver.status == "running":  # past the trouble: full steps again
-            try:
-                fresh = start(t, y)
-            except recoverable:  # keep the short-step solver that got here: it is still valid
-                fresh = None
-            if fresh is not None:
-                nfev += solver.nfev
-                solver, limit = fresh, np.inf
-        if solver.status == "finished" and next_out < len(grid):
-            break
-    nfev += solver.nfev
-    return finish("ok", "reached the horizon", ts[-1])
+            return self.finish(event.status, f"{event.status} at t = {root:.6g}: {event.why}", root)
+        self.t, self.y = t_new, y_new
+        self.failures = 0
+        if self.on_step is not None:
+            self.on_step(self.t, self.y)
+        self.calm += 1
+        self.relax()
+        return None
+
+    def relax(self):
+        """Past the trouble (``_CALM`` accepted steps under a reduced limit): full steps again."""
+        if self.limit == np.inf or self.calm < _CALM or self.solver.status != "running":
+            return
+        try:
+            fresh = self.start()
+        except self.recoverable:  # keep the short-step solver that got here: it is still valid
+            return
+        self.nfev += self.solver.nfev
+        self.solver, self.limit = fresh, np.inf
 
 
 def _step_outputs(solver, events, grid, next_out, t):
