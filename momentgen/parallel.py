@@ -7,14 +7,13 @@ Each worker process limits itself to one BLAS thread (the CLI and the Makefile s
 
 import os
 import re
-import sys
 import threading
 import time
 
 import joblib
-from tqdm.auto import tqdm
 
 from .errors import MomentgenError
+from .progress import Progress
 
 __all__ = ["run_tasks"]
 
@@ -23,8 +22,9 @@ def run_tasks(tasks, n_jobs=None, scheduler=None, progress=None):
     """Results of ``[function(*args) for function, args in tasks]``, in order.
 
     ``scheduler``: address of a Dask distributed scheduler (``tcp://host:port``); the
-    same joblib code then runs on the cluster's workers. ``progress``: a bar of finished tasks on
-    stderr (default: when stderr is a terminal).
+    same joblib code then runs on the cluster's workers. ``progress``: finished tasks on stderr
+    (`momentgen.progress.Progress`: by default a bar in a terminal or notebook, a status line every 30 s in
+    a log).
     """
     jobs = [joblib.delayed(function)(*args) for function, args in tasks]
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or not 1 <= n_jobs <= 1024):
@@ -34,10 +34,14 @@ def run_tasks(tasks, n_jobs=None, scheduler=None, progress=None):
     if not jobs:
         return []
     if scheduler is None:
-        show = sys.stderr.isatty() if progress is None else progress
         with joblib.parallel_config(backend="loky", initializer=_exit_with_parent):
             parallel = joblib.Parallel(n_jobs=n_jobs or min(2, len(jobs)), return_as="generator")
-            return list(tqdm(parallel(jobs), total=len(jobs), desc="tasks", unit="task", disable=not show, leave=False))
+            results = []
+            with Progress(len(jobs), "tasks", "task", progress) as counter:
+                for result in parallel(jobs):
+                    results.append(result)
+                    counter.update()
+            return results
     try:
         from dask.distributed import Client  # noqa: PLC0415 - optional: pip install momentgen[dask]
     except ImportError:

@@ -17,13 +17,11 @@ coefficients come from the source the caller passes (the theory's potential, see
 only the loss, the model protocol and the finite-matrix tools.
 """
 
-import sys
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import sympy
-from tqdm.auto import tqdm
 
 from . import models
 from .codegen import compile_pointwise
@@ -32,6 +30,7 @@ from .flow import run as run_flow
 from .matrices import initial_factors, letter_matrices, matrix_bytes, trace_moments
 from .models import Batch, Model
 from .parallel import run_tasks
+from .progress import Progress
 from .spectra import product_matrix, trace_spectrum
 from .words import canonical, parse
 
@@ -300,7 +299,8 @@ def sgd(
     factors : optional
         Start from these finite-d factors instead of drawing them.
     progress : bool, optional
-        Progress line on stderr; default: only when stderr is a terminal.
+        Steps done on stderr (`momentgen.progress.Progress`): by default a bar in a terminal or notebook,
+        a status line every 30 s in a log; False: silent.
     fast_times : array_like, optional
         Kinds with a mean: also record the means ``m_k`` at these times of the fast axis
         ``t = nη`` (in ``info["fast_t"]``, ``info["fast_m"]``).
@@ -326,7 +326,6 @@ def sgd(
     rates = _StepRates(model, d, lr, batch, schedules, times[-1] if horizon is None else horizon)
     schedule = steps_for(model, times, d, lr)
     fast = [] if fast_times is None else list(np.rint(np.asarray(fast_times, float) / lr).astype(np.int64))
-    show = sys.stderr.isatty() if progress is None else progress
     record, fast_m, step, start = _Measurements(model, probe, spectra), [], 0, time.perf_counter()
     last = max([schedule[-1]] + fast)
     status, message = "ok", "reached the horizon"
@@ -339,26 +338,25 @@ def sgd(
             f"or the weight decay (γ = {gamma:g})"
         )
 
-    bar = tqdm(total=int(last), desc=f"SGD d={d} B={batch} seed={seed}", unit="step", disable=not show, leave=False)
-    for target in sorted(set(schedule) | set(fast)):
-        while step < target and status == "ok":
-            run.lr, run.batch = rates.at(step)
-            if not run.step():
-                status, message = diverged(step + 1)
-            step += 1
-            bar.update()
-        if status != "ok":
-            break
-        with np.errstate(all="ignore"):
-            measured = trace_moments(codes, letter_matrices(model.kind, run.factors))
-        if not np.all(np.isfinite(measured)):
-            status, message = diverged(step)
-            break
-        if target in fast:
-            fast_m.extend([run.means()] * fast.count(target))
-        if target in schedule:
-            record.add(run, measured, int(np.sum(schedule == target)))
-    bar.close()
+    with Progress(int(last), f"SGD d={d} B={batch} seed={seed}", "step", progress) as bar:
+        for target in sorted(set(schedule) | set(fast)):
+            while step < target and status == "ok":
+                run.lr, run.batch = rates.at(step)
+                if not run.step():
+                    status, message = diverged(step + 1)
+                step += 1
+                bar.update()
+            if status != "ok":
+                break
+            with np.errstate(all="ignore"):
+                measured = trace_moments(codes, letter_matrices(model.kind, run.factors))
+            if not np.all(np.isfinite(measured)):
+                status, message = diverged(step)
+                break
+            if target in fast:
+                fast_m.extend([run.means()] * fast.count(target))
+            if target in schedule:
+                record.add(run, measured, int(np.sum(schedule == target)))
     kept = len(record.values)
     series = {w: np.array(v) for w, v in zip(texts, np.array(record.values).reshape(kept, len(texts)).T)}
     info = {

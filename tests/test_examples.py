@@ -42,3 +42,27 @@ def test_readme_python_snippets_run(monkeypatch):
     namespace = {}
     for block in blocks:
         exec(compile(block, "README.md", "exec"), namespace)
+
+
+def test_the_readme_configuration_table_lists_every_key_of_the_schema():
+    """Every key the configuration accepts is in the README's table, under its table, and the table lists
+    no key the configuration refuses (the schema is `momentgen.config._SCHEMA`); the activations it names
+    are the ones the loss accepts."""
+    import re
+
+    from momentgen.config import _SCHEMA
+    from momentgen.losses import ACTIVATIONS
+
+    text = (ROOT / "README.md").read_text()
+    rows = text.split("| table | key | default | meaning |")[1].split("\n\n")[0].splitlines()[2:]
+    documented, table = {}, None
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        table = re.sub(r"[`\[\]]", "", cells[0]) or table
+        documented.setdefault(table, set()).update(re.findall(r"`([A-Za-z_]+)`", cells[1]))
+    schema = {("init.k" if name == "init" else name): set(keys) for name, keys in _SCHEMA.items()}
+    assert documented == schema
+    activation_row = next(r for r in rows if "`activation`" in r)
+    meaning = activation_row.split("|")[4].split("(")[0].removeprefix(" `mse`:")
+    listed = set(" ".join(re.findall(r"`([^`]+)`", meaning)).split())
+    assert listed == {name for name, h in ACTIVATIONS.items() if not isinstance(h, str)}
