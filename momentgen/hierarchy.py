@@ -102,10 +102,11 @@ class _Terms:
     """Growing term lists: (row length, row code, symbol, target length, target code, mult)."""
 
     def __init__(self):
-        self.parts = []
+        self.parts, self.count = [], 0
 
     def add(self, row_length, row_codes, symbols, target_length, target_codes, mults):
         n = len(row_codes)
+        self.count += n
         self.parts.append((np.full(n, row_length), row_codes, symbols, np.full(n, target_length), target_codes, mults))
 
     def arrays(self):
@@ -119,11 +120,12 @@ class _PairTerms:
     """Growing quadratic term lists: (row length, row code, symbol, two (length, code) pieces, mult)."""
 
     def __init__(self):
-        self.parts = []
+        self.parts, self.count = [], 0
 
     def add(self, row_length, row_codes, symbols, pieces, mults):
         (w1, c1), (w2, c2) = pieces
         n = len(row_codes)
+        self.count += n
         self.parts.append((np.full(n, row_length), row_codes, symbols, np.full(n, w1), c1, np.full(n, w2), c2, mults))
 
     def arrays(self):
@@ -327,9 +329,14 @@ def _necklaces(a, w):
 
 
 def check_size(model, degree, observables="all", max_bytes=MAX_BYTES, noise=False):
-    """Refuse (`ModelError`, with the estimate) a truncation larger than ``max_bytes`` or whose list of
-    every word would scan more than `MAX_SCAN` candidates; returns the `estimate`."""
+    """Refuse (`ModelError`, with the estimate) a truncation of every word (``"all"``) larger than
+    ``max_bytes`` or whose list of words would scan more than `MAX_SCAN` candidates; returns the
+    `estimate`. With listed observables the estimate is only an upper bound (the demand closure of a few
+    words is often far smaller): `build` then counts as it goes and stops at the budget instead."""
     size = estimate(model, degree, observables, noise)
+    listed = not (isinstance(observables, str) and observables == "all")
+    if listed and size["scan"] <= MAX_SCAN:
+        return size
     if size["bytes"] > max_bytes or size["scan"] > MAX_SCAN:
         what = (
             f"needs about {size['bytes'] / 2**30:.3g} GiB ({size['words']:.3g} words, {size['terms']:.3g} terms)"
@@ -391,6 +398,7 @@ def build(model, degree, observables=(), max_bytes=MAX_BYTES, noise=False):
     while frontier:
         discovered = {}
         for w, codes in sorted(frontier.items()):
+            _check_budget(model, degree, observables, max_bytes, known, terms.count + dropped.count + pairs.count)
             for length, (rows, syms, targets, mults) in _derive_batch(model, rules_by_letter, gamma, w, codes).items():
                 targets = alphabet.canonicalize(targets, length)
                 sink = terms if length <= degree else dropped
@@ -409,6 +417,20 @@ def build(model, degree, observables=(), max_bytes=MAX_BYTES, noise=False):
                     _discover(known, origin, discovered, length, targets, w, parents, syms)
         frontier = {w: np.concatenate(parts) for w, parts in discovered.items()}
     return Program._from_derivation(model, degree, symbols, known, origin, reasons, terms, dropped, pairs)
+
+
+def _check_budget(model, degree, observables, max_bytes, known, count):
+    """Stop a demand-driven build whose terms so far (at `BYTES_PER_TERM`) passed ``max_bytes``."""
+    if count * BYTES_PER_TERM <= max_bytes:
+        return
+    words = sum(len(codes) for codes in known.values())
+    n = len(observables)
+    listed = "every word" if isinstance(observables, str) else f"the words {n} listed observable{'s' * (n != 1)}"
+    raise ModelError(
+        f"the {model.kind} model with K = {model.K} at degree {degree}: {listed} need more than the limit of "
+        f"{max_bytes / 2**30:g} GiB, still growing ({words:.3g} words, {count:.3g} terms so far): list fewer or "
+        "shorter observables, lower the degree, or raise [truncation] max_memory_gb"
+    )
 
 
 def _discover(known, origin, discovered, length, targets, w, parents, syms):

@@ -207,3 +207,20 @@ def test_coefficients_sweep_without_rebuilding(rng):
 def test_bad_input_raises_with_a_fix(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+def test_listed_observables_are_built_when_their_demand_fits_and_stopped_when_it_does_not():
+    """Issue 31: the up-front estimate (every word of degree ≤ M) only bounds a demand-driven build. Untied
+    K = 2 at degree 6 with one observable: the bound is 245 MiB, the build 5 046 words — with a 64 MiB budget
+    it is built (it was refused); with 1 MiB it stops mid-way with a message about the listed observables
+    (not "list observables instead of all")."""
+    from momentgen.errors import ModelError
+    from momentgen.hierarchy import build, estimate
+
+    model = Model("untied", 2, [1])
+    assert estimate(model, 6, ["M1 M2^T"])["bytes"] > 64 * 2**20
+    assert len(build(model, 6, ["M1 M2^T"], max_bytes=64 * 2**20).words) == 5046
+    with pytest.raises(ModelError, match="the words 1 listed observable need more than the limit of"):
+        build(model, 6, ["M1 M2^T"], max_bytes=2**20)
+    with pytest.raises(ModelError, match='list observables instead of "all"'):
+        build(model, 6, "all", max_bytes=64 * 2**20)
