@@ -253,7 +253,7 @@ def _cmd_simulate(args):
     config = _load(args, sgd={"d": args.d, "seeds": seeds, **_sgd_overrides(args)})
     ensure_outputs(_run_outputs(args.json), config.input_paths())
     result = simulate_config(config)
-    columns = {**result["series"], "risk": result["risk"], "risk_se": result["risk_se"]}
+    columns = {**result["series"], **{k: result[k] for k in ("risk", "risk_se", "integrated_t") if k in result}}
     _write_run(args.json, {**result, "provenance": provenance(config)}, result["t"], columns)
     print(
         f"SGD {result['model']} d={result['d']} eta={result['lr']} B={result['batch']} seeds={result['seeds']}: "
