@@ -31,7 +31,7 @@ from .models.base import psd_root
 from .spectra import product_matrix
 from .stepper import integrate
 
-__all__ = ["FlowRun", "run", "run_stochastic", "letter_velocities", "driving_letters"]
+__all__ = ["FlowRun", "run", "run_stochastic", "letter_velocities"]
 
 
 @dataclass
@@ -229,8 +229,3 @@ def letter_velocities(model, factors, coefficients):
         ])  # fmt: skip
 
     return [(plus - minus) / 2 for plus, minus in zip(moved(1), moved(-1))]
-
-
-def driving_letters(model):
-    """Codes of the letters that enter the velocities (`ModelKind.driving_letters`)."""
-    return model.family.driving_letters(model)

@@ -167,8 +167,8 @@ def _spectrum_of(result, letter, t, points=400, x=None):
         where = (
             f"it has {', '.join(spectra)}"
             if spectra
-            else f"solve with spectra=True (the {result.closure} closure records them only then"
-            + ("; the zero closure never)" if result.closure == "zero" else ")")
+            else "solve with spectra=True (the quadrature and matrix-model closures record them then; "
+            "the zero closure has no state to read them from)"
         )
         raise MomentgenError(
             f"no spectrum of {letter!r} in this result: {where} (spectra are those of the trainable letters, "
