@@ -139,9 +139,11 @@ class Result:
 
             ax = Figure(figsize=(5.5, 3.8)).subplots()
         words = words or [w for w, v in self.series.items() if np.ptp(np.asarray(v)) > 0][:6]
+        measured = "d" in self.extra  # an SGD run (`momentgen.api.simulate`): markers under the theory's lines
+        style = {"marker": "o", "ls": "none", "ms": 3, "mfc": "none", "zorder": 2} if measured else {"zorder": 3}
         for w in words:
             label, values = _column_of(self, w)
-            ax.plot(t, values, label=label)
+            ax.plot(t, values, label=f"{label}, {self.source}", **style)
         if len(t) and 0 < self.valid_until < t[-1]:
             ax.axvspan(self.valid_until, t[-1], color="0.9", zorder=0, label="beyond valid_until")
         elif len(t) and self.valid_until == 0 and t[-1] > 0:
@@ -151,10 +153,15 @@ class Result:
         ax.set(
             xlabel=self.time_scale,
             ylabel="population risk" if list(words) == ["risk"] else "normalised trace moment",
-            title=f"{self.model}, {self.closure} closure ({self.status})",
+            title=f"{self.model}: {self.source} ({self.status})",
         )
-        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+        ax.legend(fontsize=7, loc="best")  # inside the axes: a plain savefig keeps it
         return ax
+
+    @property
+    def source(self):
+        """What produced the curves, in words: ``"online SGD, d = 200"`` or ``"quadrature closure"``."""
+        return f"online SGD, d = {self.extra['d']}" if "d" in self.extra else f"{self.closure} closure"
 
 
 def _spectrum_of(result, letter, t, points=400, x=None):

@@ -41,7 +41,10 @@ def test_solve_returns_a_result_with_a_frame_and_a_plot():
     assert frame["vouched"].iloc[0] and not frame["vouched"].iloc[-1]  # the zero closure's window ends early
     assert frame.attrs["time_scale"].startswith("t = 4 n eta / d")
     ax = res.plot()
-    assert {line.get_label() for line in ax.get_lines()} >= {"μ(S1)", "μ(S1 S1)"}
+    assert {line.get_label() for line in ax.get_lines()} >= {
+        "μ(S1), quadrature closure",
+        "μ(S1 S1), quadrature closure",
+    }
 
 
 def test_simulate_returns_the_same_kind_of_result():
@@ -116,3 +119,17 @@ def test_import_does_not_load_sympy_numba_or_matplotlib():
     assert (
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
     )
+
+
+def test_theory_and_sgd_overlaid_are_told_apart(tmp_path):
+    """Issue 32: an SGD result is titled as SGD, theory and SGD on one Axes get distinct labels, and the
+    legend sits inside the axes (a plain savefig keeps it)."""
+    config = mg.load_config("fig4_linear", integrate={"T": 0.01, "points": 3}, sgd={"d": 40, "seeds": [0]})
+    theory, run = mg.solve(config), mg.simulate(config, progress=False)
+    ax = run.plot(words=["S1 S1"])
+    theory.plot(words=["S1 S1"], ax=ax)
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert labels == ["μ(S1 S1), online SGD, d = 40", "μ(S1 S1), zero closure"]
+    assert ax.get_title().startswith("tied: zero closure") and run.plot().get_title().startswith("tied: online SGD")
+    ax.figure.savefig(tmp_path / "overlay.png")
+    assert (tmp_path / "overlay.png").stat().st_size > 0

@@ -577,7 +577,7 @@ def test_plot_takes_any_spelling_of_a_word_and_derived_columns():
     """Before: `res.plot(words=["S2 S1"])` and `["p12"]` raised a bare KeyError (issue 32 item 4)."""
     result = mg.solve("fig4_linear", integrate={"T": 0.02, "points": 5}, closure="quadrature", degree=9)
     labels = [line.get_label() for line in result.plot(words=["S2 S1", "p12"]).get_lines()]
-    assert labels == ["μ(S1 S2)", "p12"]
+    assert labels == ["μ(S1 S2), quadrature closure", "p12, quadrature closure"]
     with pytest.raises(MomentgenError, match="no column 'S9'.*p12"):
         result.plot(words=["S9"])
 
