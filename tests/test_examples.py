@@ -66,3 +66,14 @@ def test_the_readme_configuration_table_lists_every_key_of_the_schema():
     meaning = activation_row.split("|")[4].split("(")[0].removeprefix(" `mse`:")
     listed = set(" ".join(re.findall(r"`([^`]+)`", meaning)).split())
     assert listed == {name for name, h in ACTIVATIONS.items() if not isinstance(h, str)}
+
+
+def test_the_readme_indexes_every_shipped_configuration():
+    """Issue 32: the README's index of `examples/configs/` names every shipped configuration, and only those."""
+    import re
+
+    from momentgen.examples import names
+
+    text = (ROOT / "README.md").read_text()
+    index = text.split("| config | what it is for |")[1].split("\n\n")[0]
+    assert set(re.findall(r"^\| `(\w+)` \|", index, re.M)) == set(names())
