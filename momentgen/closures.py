@@ -106,11 +106,16 @@ def _spectra_request(problem, function):
     return (function, _trainable_products(problem.model)) if problem.spectra else None
 
 
+def _trainable_codes(model):
+    """Codes of the trainable letters, one of each transpose pair (untied M, not Mᵀ)."""
+    a = model.alphabet
+    return [c for c in range(a.size) if a.index(c) in model.trainable and a.transpose[c] >= c]
+
+
 def _trainable_products(model):
     """{letter: codes of the product whose spectrum is reported} for every trainable letter
     (`momentgen.spectra.spectral_product`: the letter, or X Xᵀ for a letter that is not symmetric)."""
-    a = model.alphabet
-    letters = [a.name(c) for c in range(a.size) if a.index(c) in model.trainable and a.transpose[c] >= c]
+    letters = [model.alphabet.name(c) for c in _trainable_codes(model)]
     return {letter: spectral_product(model, letter)[1] for letter in letters}
 
 
@@ -177,15 +182,13 @@ class ZeroClosure(Closure):
     def _risk_window(self, problem, runs, M, derived, means):
         """``{"risk_valid_until"}``: where the risks of degrees M and M − 2 agree to `momentgen.risk.RISK_TOL`
         in relative terms (0 without degree M − 2)."""
-        fine, coarse = runs[M], runs.get(M - 2)
-        if coarse is None:
-            return {"risk_valid_until": 0.0}
-        n = min(len(fine.t), len(coarse.t))
-        shared = {w: coarse.series(w)[:n] for w in coarse.words if len(w.split()) <= 2}
-        other = np.full(len(fine.t), np.nan)
-        other[:n] = theory_risk(problem, shared, means)
-        estimate = relative_risk_estimate(derived["risk"], [other])
-        return {"risk_valid_until": last_time_within(fine.t, estimate, RISK_TOL)}
+        fine, coarse, others = runs[M], runs.get(M - 2), []
+        if coarse is not None:
+            n = min(len(fine.t), len(coarse.t))
+            shared = {w: coarse.series(w)[:n] for w in coarse.words if len(w.split()) <= 2}
+            others.append(np.full(len(fine.t), np.nan))
+            others[0][:n] = theory_risk(problem, shared, means)
+        return _risk_columns(fine.t, relative_risk_estimate(derived["risk"], others))[1]
 
     def _degree(self, problem, degree, observables):
         """One degree, audited: (`SolveResult`, the fast phase or {}, whether the program is closed)."""
@@ -475,9 +478,7 @@ class QuadratureClosure(FlowClosure):
 
 def traciality_pairs(model):
     """Letter pairs (X, Y) whose defect ⟨XXY⟩ − ⟨XYX⟩ is watched: X trainable, Y any other letter."""
-    a = model.alphabet
-    trainable = [c for c in range(a.size) if a.index(c) in model.trainable and a.transpose[c] >= c]
-    return [(x, y) for x in trainable for y in range(a.size) if y != x]
+    return [(x, y) for x in _trainable_codes(model) for y in range(model.alphabet.size) if y != x]
 
 
 #: The registry: ``[truncation] closure`` → its closure.

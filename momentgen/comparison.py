@@ -22,7 +22,7 @@ from .files import provenance, save_figure, write_csv, write_json
 from .matrices import initial_factors
 from .parallel import run_tasks
 from .problem import Problem
-from .reference import check_sgd_plan, matrix_flow, simulate_config
+from .reference import check_sgd_plan, matrix_flow, risk_over_seeds, simulate_config
 from .results import REACHED
 from .words import parse
 
@@ -113,7 +113,7 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
             "mean": {w: v.mean(0).tolist() for w, v in stack.items()},
             "spread": {w: v.std(0).tolist() for w, v in stack.items()},
             "steps": runs[0]["steps"][:reached],
-            **_risk_over_seeds(runs, reached),
+            **risk_over_seeds([r["risk"][:reached] for r in runs], [r["risk_se"][:reached] for r in runs]),
             "seconds": sum(r["seconds"] for r in runs),
             "status": next((r["status"] for r in runs if r["status"] != "ok"), "ok"),
             "message": next((r["message"] for r in runs if r["status"] != "ok"), "reached the horizon"),
@@ -150,15 +150,6 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
     write_csv(out / "compare.csv", list(table[0]) if table else [], ([row[k] for k in row] for row in table))
     _figure(data, out / "compare.png")
     return data
-
-
-def _risk_over_seeds(runs, reached):
-    """The SGD risk over the seeds' runs: mean, and its standard error (over seeds when there are several)."""
-    if "risk" not in runs[0]:
-        return {}
-    risks = np.array([r["risk"][:reached] for r in runs])
-    se = risks.std(0, ddof=1) / np.sqrt(len(runs)) if len(runs) > 1 else np.array(runs[0]["risk_se"][:reached])
-    return {"risk": risks.mean(0).tolist(), "risk_se": se.tolist()}
 
 
 def _with_kappa(config, specs, dims):

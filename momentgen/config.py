@@ -407,9 +407,12 @@ class Config:
 
     def schedules(self):
         """The learning-rate and batch-size `Schedule` s of ``[sgd]`` (a from-file table read relative to the
-        configuration's folder, like a from-file init's path)."""
-        sgd = self.raw["sgd"]
-        return _schedule(sgd, self._base()), _schedule(sgd["batch_schedule"] or {}, self._base())
+        configuration's folder, like a from-file init's path). Cached: a table file is read once."""
+        if "_schedules" not in self.__dict__:
+            sgd = self.raw["sgd"]
+            pair = _schedule(sgd, self._base()), _schedule(sgd["batch_schedule"] or {}, self._base())
+            object.__setattr__(self, "_schedules", pair)
+        return self.__dict__["_schedules"]
 
     def time_change(self):
         """The `TimeChange` of a scheduled run (nominal t ↔ integrated s), None for constant lr and batch."""

@@ -14,7 +14,7 @@ from .closures import solve_with_closure
 from .errors import MomentgenError
 from .files import save_figure, write_json
 from .reference import check_sgd_plan, sgd
-from .spectra import reconstruct, spectral_product
+from .spectra import spectral_product
 
 __all__ = ["spectrum_evolution", "write_spectrum"]
 
@@ -36,15 +36,9 @@ def spectrum_evolution(config, letter, times, points=400, with_sgd=True):
             f"the {result.closure} closure stopped at t = {result.t[-1]:.4g} ({result.status}: {result.message}); "
             f"no spectrum at t = {times[len(reached)]:g}"
         )
-    curves = [result.spectrum(letter, t, points) for t in times]
-    x = _common_grid(curves, points)
-    positive = curves[0]["x"][0] >= 0
+    x = _common_grid([result.spectrum(letter, t, points) for t in times], points)
+    rebuilt = [result.spectrum(letter, t, x=x) for t in times]  # every time on the one grid
     out = {"letter": letter, "of": of, "t": times, "x": x.tolist(), "closure": result.closure, "status": result.status}
-    record = result.extra["spectra"][letter]
-    index = [int(np.argmin(np.abs(result.t - t))) for t in times]
-    rebuilt = [
-        reconstruct(record["nodes"][i], record["weights"][i], x=x, lower=0.0 if positive else None) for i in index
-    ]
     for key in ("cdf", "density", "cdf_low", "cdf_high"):
         out[key] = [curve[key].tolist() for curve in rebuilt]
     if with_sgd:

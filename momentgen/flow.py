@@ -123,25 +123,24 @@ def run(
         on_step=lambda t, vector: source.track(order_parameters(vector)),
         recoverable=tuple(source.errors),
     )
-    states = [layout.unpack(v) for v in result.y]
-    measured = _measured(
-        model, result.t, states, codes, texts, read, probes, result.status, result.message, result.nfev
-    )
+    letters = [family.letter_matrices(layout.unpack(v)) for v in result.y]
+    measured = _measured(result.t, letters, codes, texts, read, probes, result.status, result.message, result.nfev)
     if spectra is not None:
-        measured.info["spectra"] = _spectra(model, states, *spectra)
+        measured.info["spectra"] = _spectra(letters, *spectra)
     return measured
 
 
-def _spectra(model, states, function, products):
-    """{name: [(nodes, weights) at each state]} of the symmetric ``products`` (code tuples)."""
-    letters = [model.family.letter_matrices(f) for f in states]
+def _spectra(letters, function, products):
+    """{name: [(nodes, weights) at each state]} of the symmetric ``products`` (code tuples), from each state's
+    letter matrices ``letters``."""
     return {name: [function(product_matrix(codes, each)) for each in letters] for name, codes in products.items()}
 
 
-def _measured(model, t, states, codes, texts, read, probes, status, message, nfev):
-    """The `FlowRun` of factor states at times ``t``: the words ``codes`` (under ``texts``) and the probes."""
+def _measured(t, letters, codes, texts, read, probes, status, message, nfev):
+    """The `FlowRun` of the states (their letter matrices ``letters``) at times ``t``: the words ``codes``
+    (under ``texts``) and the probes."""
     codes = list(codes)
-    values = np.array([read(codes + list(probes), model.family.letter_matrices(f)) for f in states])
+    values = np.array([read(codes + list(probes), each) for each in letters])
     values = values.reshape(len(t), len(codes) + len(probes))
     texts = [str(c) for c in codes] if texts is None else list(texts)
     series = {w: values[:, i] for i, w in enumerate(texts)}
@@ -199,7 +198,8 @@ def run_stochastic(model, factors, source, *, times, codes, texts=None, dt=2e-3,
         status, message = "blowup", str(error)
     except tuple(source.errors) as error:
         status, message = getattr(error, "status", "failed"), str(error)
-    return _measured(model, reached, states, codes, texts, trace_moments, (), status, message, evaluations)
+    letters = [family.letter_matrices(f) for f in states]
+    return _measured(reached, letters, codes, texts, trace_moments, (), status, message, evaluations)
 
 
 def _noise_matrices(N1, N2, d, scale, rng):

@@ -46,6 +46,7 @@ __all__ = [
     "loss_gradient",
     "loss_value",
     "RiskProbe",
+    "risk_over_seeds",
     "initial_factors",
 ]
 
@@ -234,18 +235,18 @@ class _Measurements:
     """What `sgd` records at each output time: the words' moments, the means, and optionally the risk on
     fresh samples (a `RiskProbe`) and the eigenvalues of symmetric letter products."""
 
-    def __init__(self, model, probe, spectra):
-        self.model, self.probe, self.spectra = model, probe, spectra or {}
+    def __init__(self, probe, spectra):
+        self.probe, self.spectra = probe, spectra or {}
         self.values, self.means, self.risks = [], [], []
         self.eigenvalues = {name: [] for name in self.spectra}
 
-    def add(self, run, measured, count):
-        """The state of ``run`` (its moments ``measured``) at ``count`` grid times that fall on this step."""
+    def add(self, run, letters, measured, count):
+        """The state of ``run`` (its letter matrices, their moments ``measured``) at ``count`` grid times that
+        fall on this step."""
         self.values.extend([measured] * count)
         self.means.extend([run.means()] * count)
         if self.probe is not None:
             self.risks.extend([self.probe.measure(run.factors)] * count)
-        letters = letter_matrices(self.model.kind, run.factors) if self.spectra else None
         for name, product in self.spectra.items():
             self.eigenvalues[name].extend([trace_spectrum(product_matrix(product, letters))[0]] * count)
 
@@ -326,7 +327,7 @@ def sgd(
     rates = _StepRates(model, d, lr, batch, schedules, times[-1] if horizon is None else horizon)
     schedule = steps_for(model, times, d, lr)
     fast = [] if fast_times is None else list(np.rint(np.asarray(fast_times, float) / lr).astype(np.int64))
-    record, fast_m, step, start = _Measurements(model, probe, spectra), [], 0, time.perf_counter()
+    record, fast_m, step, start = _Measurements(probe, spectra), [], 0, time.perf_counter()
     last = max([schedule[-1]] + fast)
     status, message = "ok", "reached the horizon"
     per_time = model.family.steps_per_time(d, lr)
@@ -348,15 +349,16 @@ def sgd(
                 bar.update()
             if status != "ok":
                 break
-            with np.errstate(all="ignore"):
-                measured = trace_moments(codes, letter_matrices(model.kind, run.factors))
+            with np.errstate(all="ignore"):  # a diverging state is caught just below, with its step
+                letters = letter_matrices(model.kind, run.factors)
+                measured = trace_moments(codes, letters)
             if not np.all(np.isfinite(measured)):
                 status, message = diverged(step)
                 break
             if target in fast:
                 fast_m.extend([run.means()] * fast.count(target))
             if target in schedule:
-                record.add(run, measured, int(np.sum(schedule == target)))
+                record.add(run, letters, measured, int(np.sum(schedule == target)))
     kept = len(record.values)
     series = {w: np.array(v) for w, v in zip(texts, np.array(record.values).reshape(kept, len(texts)).T)}
     info = {
@@ -432,18 +434,13 @@ def _integrated_time(config, times):
     return {} if change is None else {"integrated_t": change.integrated(times).tolist()}
 
 
-def _risk_summary(runs, reached):
-    """The SGD risk over seeds: ``risk`` (the mean of the seeds' estimates) and ``risk_se`` (the standard
-    error of that mean: over seeds when there are several — seed-to-seed and sampling spread together —
-    else the one run's sampling error)."""
-    if "risk" not in runs[0].info:
-        return {}
-    risks = np.array([r.info["risk"][:reached] for r in runs])
-    if len(runs) > 1:
-        se = risks.std(axis=0, ddof=1) / np.sqrt(len(runs))
-    else:
-        se = runs[0].info["risk_se"][:reached]
-    return {"risk": risks.mean(axis=0).tolist(), "risk_se": se.tolist()}
+def risk_over_seeds(risks, standard_errors):
+    """The SGD risk over seeds, from each seed's estimates ``risks`` (seed × time) and their sampling
+    ``standard_errors``: ``risk`` (the mean) and ``risk_se`` (the standard error of that mean: over seeds
+    when there are several — seed-to-seed and sampling spread together — else the one run's sampling error)."""
+    risks = np.asarray(risks, dtype=float)
+    se = risks.std(axis=0, ddof=1) / np.sqrt(len(risks)) if len(risks) > 1 else np.asarray(standard_errors[0])
+    return {"risk": risks.mean(axis=0).tolist(), "risk_se": np.asarray(se, dtype=float).tolist()}
 
 
 def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41, n_jobs=None):
@@ -491,7 +488,7 @@ def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41, n
         "seeds": list(seeds),
         "seconds": sum(r.info["seconds"] for r in runs),
         "config_hash": config.digest,
-        **_risk_summary(runs, reached),
+        **risk_over_seeds([r.info["risk"][:reached] for r in runs], [r.info["risk_se"][:reached] for r in runs]),
         "status": "diverged" if failed else "ok",
         "message": f"seed {failed[0].info['seed']}: {failed[0].info['message']}" if failed else "reached the horizon",
     }
