@@ -586,3 +586,30 @@ def test_plot_takes_any_spelling_of_a_word_and_derived_columns():
 def test_a_bad_number_of_workers_is_named(n_jobs):
     with pytest.raises(MomentgenError, match="n_jobs must be"):
         mg.sweep(TIED, {"model.gamma": [0.0, 0.1]}, n_jobs=n_jobs)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"times": "0.01"}, "times must be a list of numbers"),
+        ({"times": [0.5]}, r"output times must be numbers in \[0, T = 0.02\]"),
+        ({"times": [True]}, "output times must be numbers"),
+        ({"times": [float("nan")]}, "output times must be numbers"),
+        ({"spectra": "yes"}, "spectra must be True, False or None"),
+    ],
+)
+def test_solve_refuses_bad_output_times_and_spectra_flags(kwargs, match):
+    """The new `mg.solve` arguments (issue 28) go through one validation: one-line errors naming them."""
+    with pytest.raises(MomentgenError, match=match):
+        mg.solve("fig4_linear", integrate={"T": 0.02, "points": 3}, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "times,match", [("a,b", "--times must be comma-separated numbers"), (",".join(["0"] * 13), "1 to 12 times")]
+)
+def test_the_spectrum_command_refuses_bad_times(times, match, capsys):
+    from momentgen.cli import main
+
+    assert main(["spectrum", "examples/configs/fig4_linear.toml", "--letter", "S1", "--times", times,
+                 "--json", "/nonexistent/s.json"]) == 2  # fmt: skip
+    assert match in capsys.readouterr().err
