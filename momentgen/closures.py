@@ -28,12 +28,13 @@ import time
 
 import numpy as np
 
+from .edge import EDGE_DEPTH, EDGE_STEP
 from .ensemble import MIN_DRAWS, run_ensemble
 from .errors import ModelError
 from .flow import run as run_flow
 from .flow import run_stochastic
 from .hierarchy import build
-from .initial import initial_representation, law_factors, matrix_moments
+from .initial import initial_representation, law_factors, layered_index, matrix_moments
 from .integrate import audited, last_time_within, solve, validity_horizon
 from .problem import Problem
 from .representation import vector_moments
@@ -62,6 +63,12 @@ class Closure:
 
     def solve(self, problem, degree=None, size=None):
         raise NotImplementedError
+
+
+#: The scale of every per-word estimate and of ``validity_tol`` (``extra["error_scale"]``): the error divided by
+#: max(1, |μ|) — absolute for words of order 1 or less, relative for larger ones. The risk's estimate
+#: (``error_series["risk_relative"]``) is relative.
+ERROR_SCALE = "max(1, |mu|)"
 
 
 def _reported(problem, result):
@@ -173,7 +180,13 @@ class ZeroClosure(Closure):
                 degree=M,
                 potential=problem.potential.accuracy_report(),
                 fast=fast,
-                extra={"method": fine.method, "nfev": fine.nfev, "seconds": fine.seconds, **risk_window},
+                extra={
+                    "method": fine.method,
+                    "nfev": fine.nfev,
+                    "seconds": fine.seconds,
+                    "error_scale": ERROR_SCALE,
+                    **risk_window,
+                },
                 config_hash=config.digest,
                 kappa=problem.kappa,
             ),
@@ -301,6 +314,7 @@ class FlowClosure(Closure):
                     "method": "DOP853",
                     "nfev": fine.info.get("nfev", 0),
                     "estimate_legs": sorted(runs),
+                    "error_scale": ERROR_SCALE,
                     "seconds": time.perf_counter() - start,
                     **risk_window,
                     **({"spectra": spectra} if spectra else {}),
@@ -396,6 +410,11 @@ class MatrixModelClosure(FlowClosure):
         return problem.matrix_flow(factors, means, spectra=_spectra_request(problem, trace_spectrum))
 
 
+#: The edge layer of the reported leg, and the coarser, shallower one it is compared with (`momentgen.edge`).
+EDGE = (EDGE_STEP, EDGE_DEPTH)
+COARSE_EDGE = (2 * EDGE_STEP, EDGE_DEPTH - 4.0)
+
+
 class QuadratureClosure(FlowClosure):
     """Truncated GNS representation of order n = ⌊(M − 1)/2⌋ (exact to degree M at t = 0).
 
@@ -409,6 +428,14 @@ class QuadratureClosure(FlowClosure):
     without a known edge (untied) have no such variant: their estimate (n vs n − 1) is reported
     as not a bound. A closed hierarchy needs no closure: the zero closure solves it exactly.
 
+    With one index that is not a multiple of the identity and whose law is known
+    (`momentgen.initial.layered_index`: a Wishart student against a teacher c·I) that index gets
+    the edge-adapted rule of `momentgen.edge` instead — the same moments to degree 2n + 1 plus a
+    layer of nodes far below the Gauss nodes at the spectral edge, so the risk's tail is right in
+    relative terms (MATH.md §12) — and the legs are: that rule (reported), the rule with cells twice
+    as wide reaching less deep (its error is O(step⁴), and it gives up first when the escaping front
+    passes the deepest node), and order n − 1 (README, "Error estimates": the measured ratios).
+
     Also reports ``error_series["traciality_defect"]``: max over letter pairs of
     ``|⟨e₀, X X Y e₀⟩ − ⟨e₀, X Y X e₀⟩|`` for X a trainable letter — zero for a tracial state,
     free to compute, and it tracks the error once the representation is strained.
@@ -421,12 +448,22 @@ class QuadratureClosure(FlowClosure):
         n = (M - 1) // 2
         if n < 1:
             raise ModelError(f"the quadrature closure needs degree M ≥ 3 (order n = ⌊(M − 1)/2⌋ ≥ 1), got M = {M}")
-        legs = {"fine": (n, "gauss"), "radau": (n, "radau")}
+        if problem.factors is None and layered_index(problem.model, problem.specs, EDGE) is not None:
+            legs = {"fine": (n, "gauss", EDGE), "layer": (n, "gauss", COARSE_EDGE)}
+            if n >= 2:
+                legs["coarse"] = (n - 1, "gauss", EDGE)
+            return f"quadrature closure of order n = {n} with an edge layer", legs
+        legs = {"fine": (n, "gauss", None), "radau": (n, "radau", None)}
         if n >= 2:
-            legs["coarse"] = (n - 1, "gauss")
+            legs["coarse"] = (n - 1, "gauss", None)
         return f"quadrature closure of order n = {n}", legs
 
     def bounded(self, problem, runs):
+        if "layer" in runs:
+            return True, (
+                "largest difference to the edge layer at twice the step and less depth, and to order n − 1 "
+                "(running maximum)"
+            )
         if "radau" in runs:
             return True, "largest difference to the Gauss–Radau variant and to order n − 1 (running maximum)"
         if "coarse" not in runs:
@@ -448,18 +485,22 @@ class QuadratureClosure(FlowClosure):
         return super().solve(problem, degree, size)
 
     def run(self, problem, resolution, means):
-        n, variant = resolution
+        n, variant, edge = resolution
         model = problem.model
         oracle = None if problem.factors is None else matrix_moments(model, problem.factors)
         codes = problem.word_codes
         read = {c for word in codes if len(word) > 1 for c in word}
         generators = set(model.family.driving_letters(model)) | read  # letters read only alone ride along
-        representation = initial_representation(model, problem.specs, n, oracle, generators=generators, variant=variant)
+        representation = initial_representation(
+            model, problem.specs, n, oracle, generators=generators, variant=variant, edge=edge
+        )
         if representation is None:
             return None
         pairs = traciality_pairs(model)
         probes = [w for x, y in pairs for w in ((x, x, y), (x, y, x))]
         parts = model.family.factor_parts(representation.letters, 1e-12)
+        for code, root in representation.roots.items():  # exact roots keep the layer's tiny eigenvalues
+            parts[model.alphabet.index(code) - 1] = root
         run = run_flow(
             model,
             parts,

@@ -24,6 +24,7 @@ from functools import cache
 
 import numpy as np
 
+from .edge import edge_rule, measure_component
 from .errors import ModelError
 from .inits import INIT_KINDS, InitSpec
 from .matrices import letter_matrices, trace_moments
@@ -153,7 +154,7 @@ def law_factors(model, specs, n, seed=0):
 # ---- the truncated GNS representation of the initial state (MATH.md §8) ------------------------
 
 
-def initial_representation(model, specs, n, moments=None, tol=1e-10, generators=None, variant="gauss"):
+def initial_representation(model, specs, n, moments=None, tol=1e-10, generators=None, variant="gauss", edge=None):
     """The degree-n representation of the initial state of ``model``.
 
     Default: the d = ∞ law of independent ``specs`` ({k: InitSpec}) as a free product of each
@@ -166,6 +167,11 @@ def initial_representation(model, specs, n, moments=None, tol=1e-10, generators=
     ``variant="radau"``: the Gauss–Radau representation of the same moments to degree 2n
     (`free_product`, `block_radau`), or None when no letter has a known spectral edge: then no
     second principal representation exists to bracket the first.
+
+    ``edge``: (step, depth) of an edge-adapted rule (`momentgen.edge.edge_rule`) for the one index
+    that is not a multiple of the identity, when its kind gives its law (`ModelKind.spectral_law`):
+    then every other letter is a scalar on its space, the flow of its layer is represented exactly,
+    and the representation carries the exact root (`Representation.roots`). Ignored otherwise.
     """
     if variant not in ("gauss", "radau"):
         raise ModelError(f"variant must be 'gauss' or 'radau', got {variant!r}")
@@ -192,10 +198,14 @@ def initial_representation(model, specs, n, moments=None, tol=1e-10, generators=
             component = block_radau(component, n)
         return free_product([component], n, size)
     specs = _complete(model, specs)
+    layered = layered_index(model, specs, edge)
     components = []
     for k in range(1, model.K + 1):
         spec, codes = specs[k], family.letter_codes(k)
-        if spec.kind == "identity":
+        if k == layered:
+            law, code = family.spectral_law(k, spec), codes[0]
+            components.append(measure_component(code, *edge_rule(law, n, *edge), n))
+        elif spec.kind == "identity":
             components.append(Component({c: np.full((1, 1), spec.c) for c in codes}, np.zeros(1)))
         elif spec.kind == "from-file":
             raise ModelError("a from-file init has no d = ∞ law: build the representation from its moments")
@@ -209,6 +219,18 @@ def initial_representation(model, specs, n, moments=None, tol=1e-10, generators=
     if radau and not any(c.edges for c in components):
         return None
     return free_product(components, n, size, radau)
+
+
+def layered_index(model, specs, edge):
+    """The index that gets the edge-adapted rule: the only one that is not the identity, if its kind
+    knows its law; else None."""
+    if edge is None:
+        return None
+    specs = _complete(model, specs)
+    others = [k for k in range(1, model.K + 1) if specs[k].kind != "identity"]
+    if len(others) != 1 or model.family.spectral_law(others[0], specs[others[0]]) is None:
+        return None
+    return others[0]
 
 
 def matrix_moments(model, factors):

@@ -50,22 +50,28 @@ class Component:
     ``letters``: {letter code: (m, m) array}; ``degrees``: degree of each basis vector
     (``degrees[0] == 0``, non-decreasing). A component of dimension 1 is a set of scalars.
     ``edges``: {letter code: lower edge of its spectrum} for the positive letters whose edge is
-    known — the node the Gauss–Radau variant (`radau_diagonal`) fixes there.
+    known — the node the Gauss–Radau variant (`radau_diagonal`) fixes there. ``roots``: {letter
+    code: F with F Fᵀ = the letter} when the component is a discrete measure whose root is known
+    exactly (`momentgen.edge.measure_component`).
     """
 
     letters: dict
     degrees: np.ndarray
     edges: dict = field(default_factory=dict)
+    roots: dict = field(default_factory=dict)
 
 
 @dataclass
 class Representation:
     """Letter matrices (letter-code order, ``N × N``) exact for words of degree ≤ 2n + 1
-    (``variant = "gauss"``) or ≤ 2n (``"radau"``: a node fixed at each positive letter's edge)."""
+    (``variant = "gauss"``) or ≤ 2n (``"radau"``: a node fixed at each positive letter's edge).
+    ``roots``: {letter code: exact root factor} of letters that carry one (the flow moves it instead of
+    a root computed from the dense letter, which loses eigenvalues below 1e-12 of the largest)."""
 
     letters: list
     n: int
     variant: str = "gauss"
+    roots: dict = field(default_factory=dict)
 
     @property
     def dim(self):
@@ -253,7 +259,9 @@ def free_product(components, n, size, radau=False):
                     if top == head and level < len(tops):
                         out[col, col] += value - X[head, head]
             letters[code] = out
-    return Representation(letters, n, "radau" if radau else "gauss")
+    alone = [comp for comp in components if len(comp.degrees) > 1]
+    roots = dict(alone[0].roots) if len(alone) == 1 and not radau else {}  # then its basis is the product's
+    return Representation(letters, n, "radau" if radau else "gauss", roots)
 
 
 def _alternating_basis(components, n):

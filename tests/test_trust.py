@@ -89,9 +89,10 @@ def test_rank_deficient_representation_has_an_exact_kernel():
 def test_estimate_bounds_the_error_near_the_hard_edge(r, degree, before):
     """Exactly solvable case on [0, 2], where the flow stretches the layer at the hard edge of the
     Marchenko–Pastur law (r = 1) or must hold its atom (r = 0.5). Measured error / estimate:
-    r = 1, n = 16: 1.76e-2 / 5.5e-2; n = 32: 8.5e-3 / 2.4e-2; r = 0.5, n = 6: 1.4e-4 / 4.7e-4.
-    Before (orders n and n − 1 only) the estimates were 1.86e-3, 4.92e-4 and 0.105 (against errors
-    1.76e-2, 8.5e-3 and 0.43): 10–30× low. Now error ≤ estimate ≤ 10 × error."""
+    r = 1, n = 16: 5.2e-6 / 4.1e-5; n = 32: 2.8e-6 / 2.2e-5 (the edge layer of `momentgen.edge`; with the
+    Gauss–Radau legs and no layer: 1.76e-2 / 5.5e-2 and 8.5e-3 / 2.4e-2); r = 0.5, n = 6: 1.4e-4 / 4.7e-4.
+    Before the Radau legs (orders n and n − 1 only) the estimates were 1.86e-3, 4.92e-4 and 0.105 (against
+    errors 1.76e-2, 8.5e-3 and 0.43): 10–30× low. Now error ≤ estimate ≤ 10 × error."""
     out = solve_with_closure(solvable(r, 1.0, 1.0, degree, 2.0, points=81))
     exact = solvable_tied_moments(np.array(out["t"]), r, 1.0, 1.0, n=8000)
     error = sup_error(out, exact)

@@ -316,6 +316,11 @@ class ModelKind:
         that span the space (the others ride along as passengers)."""
         raise ModelError(f"the {self.name} model has no quadrature representation")
 
+    def spectral_law(self, k, spec):
+        """The d = ∞ spectral law (`momentgen.edge.SpectralLaw`) of index k's one letter under a Gaussian
+        ``spec``, when it is known in closed form and has no atom (the edge-adapted rule needs it); else None."""
+        return None
+
     def kernel_projectors(self, factors):
         """{letter code: projector onto its kernel} of finite factors' letters of deficient rank whose
         kernel the flow keeps (the rank split of `momentgen.representation.gram_component`)."""

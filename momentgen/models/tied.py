@@ -8,6 +8,7 @@ Letters ``S_k`` (symmetric, PSD); pre-activations ``G_ijk = (x_iᵀ S_k x_j − 
 
 import numpy as np
 
+from ..edge import free_poisson_law
 from ..errors import ModelError
 from ..representation import free_poisson_component
 from .base import (
@@ -140,6 +141,10 @@ class Tied(ModelKind):
     def representation_component(self, k, spec, n, exact_oracle, generators, tol):
         """The free Poisson letter by its Jacobi matrix, its kernel split off when rate < 1."""
         return free_poisson_component(self.code("S", k), n, spec.width_ratio, spec.scale**2)
+
+    def spectral_law(self, k, spec):
+        """Free Poisson of rate = width ratio and jump = scale² (rate < 1 has an atom at 0: None)."""
+        return free_poisson_law(spec.width_ratio, spec.scale**2) if spec.width_ratio >= 1 else None
 
     def kernel_projectors(self, factors):
         """S_k = W_k W_kᵀ of rank < d: the congruence flow keeps the kernel (and its dimension) for ever."""
