@@ -19,16 +19,16 @@ Run: ``python examples/fig1_softmax.py --out out/examples [--d 400 --seeds 2 --T
 """
 
 import argparse
-import json
 import pathlib
 
 import numpy as np
-from matplotlib.figure import Figure
 
+from momentgen import figures
 from momentgen.closures import solve_with_closure
 from momentgen.comparison import compare
+from momentgen.comparison import figure as compare_figure  # noqa: F401 - tests/test_figures.py redraws with it
 from momentgen.config import load_config
-from momentgen.files import PAPER_FORMATS, save_figure
+from momentgen.files import PAPER_FORMATS
 
 CONFIG = pathlib.Path(__file__).with_name("configs") / "fig1_tied_softmax.toml"
 QUADRATURE_DEGREE = 13  # order n = 6
@@ -75,7 +75,7 @@ def learning_curve(out, T=20.0):
     config.raw["integrate"].update(T=T, points=201, validity_tol=1e-2)
     runs = {n: solve_with_closure(config, "quadrature", degree=2 * n + 1) for n in (5, 6, 7)}
     summary = {
-        n: {
+        str(n): {
             "seconds": r["seconds"],
             "error_estimate": r["error_estimate"],
             "p12_end": r["derived"]["p12"][-1],
@@ -83,32 +83,43 @@ def learning_curve(out, T=20.0):
         }
         for n, r in runs.items()
     }
-    (out / "fig1_learning_curve.json").write_text(
-        json.dumps(
-            {
-                "t": runs[7]["t"],
-                "p12": {n: r["derived"]["p12"] for n, r in runs.items()},
-                "estimate": {n: r["error_series"]["estimate"] for n, r in runs.items()},
-                "summary": summary,
-            },
-            indent=1,
-        )
-    )
-    fig = Figure(figsize=(5.5, 4))
-    ax = fig.subplots()
-    for n, r in runs.items():
-        p12, band = np.array(r["derived"]["p12"]), np.array(r["error_series"]["estimate"])
-        (line,) = ax.plot(r["t"], p12, label=f"quadrature n={n} ({r['seconds']:.1f} s)")
-        ax.fill_between(r["t"], p12 - band, p12 + band, color=line.get_color(), alpha=0.2, lw=0)
-    ax.set(xlabel="t = 4nη/d", ylabel="p12 = q12 − t1 t2", title="fig. 1 setting, whole learning curve (d = ∞)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, out / "fig1_learning_curve.png", formats=PAPER_FORMATS, dpi=110)
+    data = {
+        "t": runs[7]["t"],
+        "p12": {str(n): r["derived"]["p12"] for n, r in runs.items()},
+        "estimate": {str(n): r["error_series"]["estimate"] for n, r in runs.items()},
+        "summary": summary,
+    }
+    path = out / "fig1_learning_curve.png"
+    figure = learning_curve_figure(data)
+    figures.save(figure, path, data, config, formats=PAPER_FORMATS, drawn_by="learning_curve_figure")
     for n, s in summary.items():
         print(
             f"learning curve, quadrature n={n}: {s['seconds']:.1f} s, p12(20) = {s['p12_end']:.4f}, "
             f"estimate {s['error_estimate']:.1e}"
         )
+
+
+def learning_curve_figure(data):
+    """Left: p12 over the whole curve from the highest order, with its estimate band; right: how far the lower
+    orders are from it, on a log axis — on the left they coincide (tests/test_figures.py redraws
+    docs/figures/fig1_learning_curve.json)."""
+    fig, (left, right) = figures.new_figure(2, width=5.0, height=3.9)
+    t = np.asarray(data["t"])
+    top = max(data["p12"], key=int)
+    p12 = np.asarray(data["p12"][top])
+    band = np.array([np.nan if e is None else e for e in data["estimate"][top]], float) * np.maximum(1.0, np.abs(p12))
+    seconds = data["summary"][top]["seconds"]
+    figures.theory(left, t, p12, f"quadrature closure, order n = {top} ({seconds:.1f} s)", color="C0")
+    left.fill_between(t, p12 - band, p12 + band, color="C0", alpha=0.25, lw=0, zorder=1, label="its error estimate")
+    title = "fig. 1 setting, the whole learning curve (d = ∞)"
+    figures.finish(left, "t = 4nη/d", "centred overlap p12 = q12 − t1 t2", title)
+    for i, (n, values) in enumerate(sorted(data["p12"].items())):
+        if n != top:
+            gap = np.abs(np.asarray(values) - p12) + 1e-16
+            figures.theory(right, t, gap, f"|p12(n = {n}) − p12(n = {top})|", color=f"C{i + 1}")
+    figures.theory(right, t, band + 1e-16, f"the estimate of order n = {top}", color="C0", ls="--")
+    figures.finish(right, "t = 4nη/d", "difference of orders", "convergence in the order n", log=True)
+    return fig
 
 
 if __name__ == "__main__":

@@ -17,16 +17,15 @@ about 30 minutes on two cores; d = 100: a few minutes).
 """
 
 import argparse
-import json
 import pathlib
 
 import numpy as np
-from matplotlib.figure import Figure
 
+from momentgen import figures
 from momentgen.closures import solve_with_closure
 from momentgen.comparison import run_tasks, sgd_task
 from momentgen.config import load_config
-from momentgen.files import PAPER_FORMATS, save_figure
+from momentgen.files import PAPER_FORMATS
 from momentgen.hierarchy import build
 from momentgen.initial import empirical_moments
 from momentgen.integrate import solve
@@ -128,43 +127,37 @@ def direct_panel(d, sgd, dims=(100, 200, 400, 800), seeds=(0, 1, 2)):
     }
 
 
-def plot(tied, direct, path):
-    fig = Figure(figsize=(14, 5))
-    a, b, c = fig.subplots(1, 3)
+def figure(data):
+    """The three panels (tests/test_figures.py redraws docs/figures/fig2_parameterisation.json)."""
+    tied, direct = data["tied"], data["direct"]
+    fig, (a, b, c) = figures.new_figure(3, width=4.9, height=4.0)
     for i, (activation, p) in enumerate(tied.items()):
         color = f"C{i}"
-        a.plot(p["t"], p["exact_p12"], color=color, lw=2, label=f"{activation}: exact d=∞")
-        a.plot(p["t"], p["quadrature_p12"], "w--", lw=0.8)
-        t, zero = np.array(p["zero_t"]), np.array(p["zero_p12"])
-        inside = t <= p["zero_valid_until"] + 1e-12
-        a.plot(t[inside], zero[inside], ":", color="k", lw=1)
-        a.plot(p["sgd_t"], p["sgd_p12"], "o", color=color, ms=3, label=f"{activation}: SGD d={p['sgd']['d']}")
+        figures.exact(a, p["t"], p["exact_p12"], f"{activation}: exact (d = ∞)" if i == 0 else None, color=color)
+        figures.theory(a, p["t"], p["quadrature_p12"], f"{activation}: quadrature closure, n = 6", color=color)
         if "matrix_p12" in p:
-            a.plot(p["t"], p["matrix_p12"], "k--", lw=0.8, label="h2: matrix-model closure n=200")
-    a.plot([], [], "w--", label="quadrature closure n=6 (on the exact curves)")
-    a.plot([], [], "k:", label="zero closure M=10, valid part")
-    a.set(title="tied S = WWᵀ: p12 escapes on the O(1) scale", xlabel="t = 4nη/d", ylabel="p12 = q12 − t1 t2")
-    a.set_facecolor("0.93")
-    # below the axes: inside, it covered the h2 escape
-    a.legend(fontsize=6, loc="upper left", bbox_to_anchor=(0.0, -0.18), ncol=2, frameon=False)
-    b.plot(direct["theory_t"], direct["theory_overlap"], "k-", label=f"closed system, d={direct['sgd']['d']} start")
-    b.plot(direct["sgd_t"], direct["sgd_overlap"], "C3o", ms=3, label=f"SGD d={direct['sgd']['d']}")
-    b.set(
-        title="direct S, h2: a saddle left via the O(1/d) overlap", xlabel="τ = nη/d", ylabel="Ω12 − t1 t2", xlim=(0, 3)
-    )
-    b.legend(fontsize=7)
+            figures.theory(a, p["t"], p["matrix_p12"], f"{activation}: matrix-model closure, n = 200", color=color,
+                           ls="--", lw=1)  # fmt: skip
+        figures.measured(a, p["sgd_t"], p["sgd_p12"], None, f"{activation}: online SGD, d = {p['sgd']['d']}",
+                         color=color, marker="osD"[i])  # fmt: skip
+    a.plot([], [], color="0.55", lw=4.5, alpha=0.45, label="(the wide light curves: exact, d = ∞)")
+    title = "tied S = WWᵀ: p12 leaves 0 on the O(1) scale"
+    figures.finish(a, "t = 4nη/d", "centred overlap p12 = q12 − t1 t2", title, fontsize=7)
+    d = direct["sgd"]["d"]
+    figures.theory(b, direct["theory_t"], direct["theory_overlap"], f"closed system (Theorem 4), from d = {d}")
+    figures.measured(b, direct["sgd_t"], direct["sgd_overlap"], None, f"online SGD, d = {d}", color="C3")
+    b.set_xlim(0, 3)
+    title = "direct S, h2: a saddle left via the O(1/d) overlap"
+    figures.finish(b, "τ = nη/d", "centred overlap μ(S1 S2ᵀ) − t1 t2", title, fontsize=7)
     dims = np.array(direct["dims"])
-    c.plot(np.log(dims), direct["escape_mean"], "o-", label="escape time (3 draws)")
-    c.plot(
-        np.log(dims),
-        direct["intercept"] + direct["slope_per_log_d"] * np.log(dims),
-        "k--",
-        label=f"fit: slope {direct['slope_per_log_d']:.3f} = 1/{1 / direct['slope_per_log_d']:.1f}",
-    )
-    c.set(title=f"direct escape time (|overlap| > {THRESHOLD})", xlabel="ln d", ylabel="τ_escape")
-    c.legend(fontsize=7)
-    fig.tight_layout()
-    save_figure(fig, path, formats=PAPER_FORMATS, dpi=120)
+    figures.measured(c, np.log(dims), direct["escape_mean"], None, "escape time (mean of 3 draws)", color="k")
+    slope = direct["slope_per_log_d"]
+    figures.theory(c, np.log(dims), direct["intercept"] + slope * np.log(dims), f"fit: slope {slope:.3f} per ln d",
+                   color="C0", ls="--")  # fmt: skip
+    c.set_xticks(np.log(dims), [f"ln {d}" for d in dims])
+    title = f"direct: escape time of |overlap| > {THRESHOLD}"
+    figures.finish(c, "ln d", "escape time τ", title, fontsize=7)
+    return fig
 
 
 def main():
@@ -177,8 +170,9 @@ def main():
     runs = sgd_runs(args.d, ("h1", "h2", "h3"))
     direct = direct_panel(args.d, runs.pop("direct"))
     tied = tied_panel(args.d, runs)
-    (out / "fig2_parameterisation.json").write_text(json.dumps({"tied": tied, "direct": direct}))
-    plot(tied, direct, out / "fig2_parameterisation.png")
+    data = {"tied": tied, "direct": direct, "args": vars(args)}
+    path = out / "fig2_parameterisation.png"
+    figures.save(figure(data), path, data, load_config(CONFIGS / "fig2_tied_h2.toml"), formats=PAPER_FORMATS)
     for activation, p in tied.items():
         print(
             f"tied {activation}: zero closure valid until t = {p['zero_valid_until']:.3f} ({p['zero_status']}); "

@@ -16,16 +16,15 @@ Writes ``OUT/fig3_untied.png``, ``.json`` and ``.csv``. Run:
 """
 
 import argparse
-import json
 import pathlib
 
 import numpy as np
-from matplotlib.figure import Figure
 
+from momentgen import figures
 from momentgen.closures import solve_with_closure
 from momentgen.comparison import run_tasks, sgd_task
 from momentgen.config import load_config
-from momentgen.files import PAPER_FORMATS, save_figure
+from momentgen.files import PAPER_FORMATS, write_csv
 
 CONFIG = pathlib.Path(__file__).with_name("configs") / "fig3_untied_h1.toml"
 ACTIVATIONS = ("h1", "h2", "h3")
@@ -89,12 +88,12 @@ def main():
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     data = {"d": args.d, "lr": 0.01, "batch": 1024, "time_scale": "tau = n eta / d", "table": rows, "panels": panels}
-    (out / "fig3_untied.json").write_text(json.dumps(data, indent=1))
-    with open(out / "fig3_untied.csv", "w") as f:
-        f.write("activation,tau,sgd_overlap,theory_overlap\n")
-        for activation, p in panels.items():
-            f.writelines(f"{activation},{a:.6g},{b:.6g},{c:.6g}\n" for a, b, c in zip(p["t"], p["sgd"], p["theory"]))
-    figure(panels, args.d, out / "fig3_untied.png")
+    write_csv(
+        out / "fig3_untied.csv",
+        ["activation", "tau", "sgd_overlap", "theory_overlap"],
+        [[a, *row] for a, p in panels.items() for row in zip(p["t"], p["sgd"], p["theory"])],
+    )
+    figures.save(figure(data), out / "fig3_untied.png", data, load_config(CONFIG), formats=PAPER_FORMATS, dpi=110)
     print(
         f"{'act':>4s} {'SGD escape τ':>13s} {'theory escape τ':>16s} {'SGD end':>8s} {'theory end':>11s} {'sup|Δ|':>8s}"
     )
@@ -106,20 +105,25 @@ def main():
     print(f"wrote {out}/fig3_untied.png, .json, .csv")
 
 
-def figure(panels, d, path):
-    fig = Figure(figsize=(5.5, 4))
-    ax = fig.subplots()
-    for activation, p in panels.items():
-        (line,) = ax.plot(p["t"], p["sgd"], "o", ms=3, label=f"SGD {activation}, d={d}")
-        band = np.array(p["estimate"]) * np.maximum(1.0, np.abs(p["theory"]))
-        ax.plot(p["t"], p["theory"], "-", color=line.get_color(), label=f"quadrature closure {activation} (d=∞)")
-        ax.fill_between(
-            p["t"], np.array(p["theory"]) - band, np.array(p["theory"]) + band, color=line.get_color(), alpha=0.2, lw=0
-        )
-    ax.set(xlabel="τ = nη/d", ylabel="μ((M1+M1ᵀ)(M2+M2ᵀ))", title="untied, L = 1, MSE: weak recovery by activation")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    save_figure(fig, path, formats=PAPER_FORMATS, dpi=110)
+#: What the d = ∞ theory says about each activation, in the legend (h2's student sits on a saddle at d = ∞).
+NOTES = {"h2": " — stays at the saddle 0 at d = ∞; SGD leaves it after O(ln d)"}
+
+
+def figure(data):
+    """Theory (with its error band) over SGD per activation (tests/test_figures.py redraws
+    docs/figures/fig3_untied.json)."""
+    fig, (ax,) = figures.new_figure(1, width=6.4, height=4.4)
+    for i, (activation, p) in enumerate(data["panels"].items()):
+        color, theory = f"C{i}", np.asarray(p["theory"])
+        note = NOTES.get(activation, "")
+        figures.theory(ax, p["t"], theory, f"{activation}: quadrature closure (d = ∞){note}", color=color,
+                       ls=("-", ":", "--")[i], lw=2.2 - 0.4 * i)  # fmt: skip
+        band = np.array([np.nan if e is None else e for e in p["estimate"]], float) * np.maximum(1.0, np.abs(theory))
+        ax.fill_between(p["t"], theory - band, theory + band, color=color, alpha=0.2, lw=0, zorder=1)
+        figures.measured(ax, p["t"], p["sgd"], None, f"{activation}: online SGD, d = {data['d']}", color=color,
+                         marker="osD"[i])  # fmt: skip
+    title = "untied, L = 1, MSE: weak recovery by activation"
+    return figures.finish(ax, "τ = nη/d", "overlap μ((M1 + M1ᵀ)(M2 + M2ᵀ))", title, fontsize=7).figure
 
 
 if __name__ == "__main__":

@@ -16,16 +16,14 @@ the long-horizon errors). Run: ``python examples/fig4_linear.py --out out/exampl
 """
 
 import argparse
-import csv
-import json
 import pathlib
 
 import numpy as np
-from matplotlib.figure import Figure
 
+from momentgen import figures
 from momentgen.closures import solve_with_closure
 from momentgen.config import load_config
-from momentgen.files import PAPER_FORMATS, save_figure
+from momentgen.files import PAPER_FORMATS, write_series_csv
 from momentgen.integrate import solve, validity_horizon
 from momentgen.oracles import solvable_tied_moments
 from momentgen.reference import simulate_config
@@ -102,46 +100,60 @@ def long_horizon(d, T=0.5, points=51):
     }
 
 
-def write(out, grid, exact, runs, table, long):
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "fig4_linear.csv", "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["t", "exact_q11"] + [f"M{M}_q11" for M in DEGREES])
-        for i, t in enumerate(grid):
-            row = [t, exact["S1 S1"][i]]
-            row += [runs[M].series("S1 S1")[i] if i < len(runs[M].t) else "" for M in DEGREES]
-            writer.writerow(row)
-    (out / "fig4_linear.json").write_text(
-        json.dumps({"time_scale": "t = 4 n eta / d", "table": table, "long_horizon": long["summary"]}, indent=1)
-    )
+def numbers(grid, exact, runs, table, long):
+    """Everything the figure shows and the table reports, JSON-ready."""
+    return {
+        "time_scale": "t = 4 n eta / d",
+        "t": grid,
+        "exact_q11": exact["S1 S1"],
+        "degrees": {
+            str(row["degree"]): {"t": runs[row["degree"]].t, "q11": runs[row["degree"]].series("S1 S1")}
+            for row in table
+        },
+        "table": table,
+        "long_horizon": {
+            "t": long["t"],
+            "exact_q11": long["exact"],
+            "sgd_q11": long["sgd"],
+            "quadrature_q11": {str(n): q for n, q in long["quadrature"].items()},
+            **long["summary"],
+        },
+    }
 
-    fig = Figure(figsize=(16, 4))
-    left, right, third = fig.subplots(1, 3)
-    left.plot(grid, exact["S1 S1"], "k-", lw=3, alpha=0.4, label="closed form (d = ∞)")
-    for row in table:
-        result = runs[row["degree"]]
-        (line,) = left.plot(result.t, result.series("S1 S1"), label=f"M = {row['degree']}")
-        left.axvline(row["valid_until"], color=line.get_color(), ls=":", lw=1)
-        right.semilogy(
-            result.t, np.abs(result.series("S1 S1") - exact["S1 S1"][: len(result.t)]) + 1e-17, color=line.get_color()
-        )
-    left.set(
-        xlabel="t = 4nη/d",
-        ylabel="q11 = μ(S1 S1)",
-        ylim=(0, 2.5 * exact["S1 S1"].max()),
-        title="zero-closure truncations (dotted: valid_until)",
+
+def figure(data):
+    """The three panels from `numbers` (also what tests/test_figures.py redraws from docs/figures/fig4_linear.json)."""
+    fig, (left, right, third) = figures.new_figure(3, width=5.0)
+    t, exact = np.asarray(data["t"]), np.asarray(data["exact_q11"])
+    figures.exact(left, t, exact)
+    for row in data["table"]:
+        run = data["degrees"][str(row["degree"])]
+        line = figures.theory(left, run["t"], run["q11"], f"degree M = {row['degree']}", valid_until=row["valid_until"])
+        error = np.abs(np.asarray(run["q11"]) - exact[: len(run["t"])]) + 1e-17
+        figures.theory(right, run["t"], error, None, valid_until=row["valid_until"], color=line.get_color())
+    left.set_ylim(0, 2.5 * exact.max())
+    figures.finish(left, "t = 4nη/d", "q11 = μ(S1 S1)", "zero closure, degree M (dotted: past its window)")
+    figures.finish(right, "t = 4nη/d", "|q11(M) − closed form|", "truncation error", log=True)
+    right.set_ylim(1e-16, 10)
+    long = data["long_horizon"]
+    figures.exact(third, long["t"], long["exact_q11"])
+    for n, q11 in long["quadrature_q11"].items():
+        figures.theory(third, long["t"], q11, f"quadrature closure, order n = {n}", ls="--" if n == "16" else "-")
+    sgd = long["sgd"]
+    figures.measured(
+        third, long["t"], long["sgd_q11"], None, f"online SGD, d = {sgd['d']}, η = {sgd['lr']}, B = {sgd['batch']}"
     )
-    right.set(xlabel="t = 4nη/d", ylabel="|q11(M) − exact|", ylim=(1e-16, 10), title="truncation error")
-    left.legend(fontsize=8)
-    third.plot(long["t"], long["exact"], "k-", lw=3, alpha=0.4, label="closed form (d = ∞)")
-    for n, q11 in long["quadrature"].items():
-        third.plot(long["t"], q11, "--", label=f"quadrature closure n = {n}")
-    sgd = long["summary"]["sgd"]
-    third.plot(long["t"], long["sgd"], "o", ms=3, label=f"SGD d = {sgd['d']}, η = {sgd['lr']}, B = {sgd['batch']}")
-    third.set(xlabel="t = 4nη/d", ylabel="q11", title="past every degree's window: closures and SGD")
-    third.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, out / "fig4_linear.png", formats=PAPER_FORMATS, dpi=120)
+    figures.finish(third, "t = 4nη/d", "q11 = μ(S1 S1)", "past every degree's window")
+    return fig
+
+
+def write(out, data, config):
+    out.mkdir(parents=True, exist_ok=True)
+    columns = {"exact_q11": data["exact_q11"]}
+    for M, run in data["degrees"].items():
+        columns[f"M{M}_q11"] = list(run["q11"]) + [""] * (len(data["t"]) - len(run["q11"]))
+    write_series_csv(out / "fig4_linear.csv", data["t"], columns)
+    figures.save(figure(data), out / "fig4_linear.png", data, config, formats=PAPER_FORMATS)
 
 
 def main():
@@ -152,7 +164,7 @@ def main():
     out = pathlib.Path(args.out)
     grid, exact, runs, table = run()
     long = long_horizon(args.d)
-    write(out, grid, exact, runs, table, long)
+    write(out, numbers(grid, exact, runs, table, long), load_config(CONFIG))
     print(f"{'M':>3s} {'words':>6s} {'status':>8s} {'valid_until':>12s} {'sup error in window':>20s}")
     for row in table:
         print(

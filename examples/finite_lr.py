@@ -15,17 +15,14 @@ fig. 4 only, 2 seeds).
 """
 
 import argparse
-import csv
 import pathlib
-import sys
 
 import numpy as np
-from matplotlib.figure import Figure
 
-import momentgen
+from momentgen import figures
 from momentgen.comparison import run_tasks, sgd_task, theory_task
 from momentgen.config import load_config
-from momentgen.files import PAPER_FORMATS, save_figure, write_json
+from momentgen.files import PAPER_FORMATS, write_csv
 
 CONFIGS = pathlib.Path(__file__).with_name("configs")
 CASES = {  # config, horizon, the observable drawn
@@ -40,7 +37,7 @@ def case_config(name, kappa, d, batch, seeds):
     T, _ = CASES[name]
     config = load_config(CONFIGS / f"{name}.toml")
     return config.replace(
-        integrate={"T": T, "points": 11, "finite_lr": True},
+        integrate={"T": T, "points": 41, "finite_lr": True},
         sgd={"d": d, "lr": kappa * batch / d, "batch": batch, "seeds": list(seeds)},
     )
 
@@ -83,41 +80,41 @@ def run_case(name, kappa, d, batch, seeds):
 
 def write(out, results, args):
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "finite_lr.csv", "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["case", "kappa", "observable", "t", "sgd_mean", "sgd_se", "paper_kappa0", "corrected"])
-        for (name, kappa), r in results.items():
-            for w in r["sgd"]:
-                for i, t in enumerate(r["t"]):
-                    writer.writerow([name, kappa, w, t, r["sgd"][w][i], r["sgd_se"][w][i], r["paper"][w][i],
-                                     r["corrected"][w][i]])  # fmt: skip
-    write_json(
-        out / "finite_lr.json",
-        {
-            "provenance": {"momentgen": momentgen.__version__, "command": " ".join(sys.argv), "args": vars(args)},
-            "time_scale": "t = 4 n eta / d (tied)",
-            "cases": {
-                f"{name} kappa={kappa}": {k: r[k] for k in ("kappa", "lr", "errors", "config_hash", "seconds")}
-                for (name, kappa), r in results.items()
-            },
-        },
-    )
-    names = sorted({name for name, _ in results}, key=list(CASES).index)
-    fig = Figure(figsize=(4.4 * len(KAPPAS), 3.6 * len(names)))
-    axes = np.atleast_2d(fig.subplots(len(names), len(KAPPAS), squeeze=False))
+    rows = [
+        [name, kappa, w, t, r["sgd"][w][i], r["sgd_se"][w][i], r["paper"][w][i], r["corrected"][w][i]]
+        for (name, kappa), r in results.items()
+        for w in r["sgd"]
+        for i, t in enumerate(r["t"])
+    ]
+    header = ["case", "kappa", "observable", "t", "sgd_mean", "sgd_se", "paper_kappa0", "corrected"]
+    write_csv(out / "finite_lr.csv", header, rows)
+    data = {
+        "args": vars(args),
+        "time_scale": "t = 4 n eta / d (tied)",
+        "cases": {f"{name} kappa={kappa}": {"name": name, **r} for (name, kappa), r in results.items()},
+    }
+    figures.save(figure(data), out / "finite_lr.png", data, None, formats=PAPER_FORMATS)
+
+
+def figure(data):
+    """One panel per case and κ: SGD (±2 SE) under the paper's hierarchy and the corrected one
+    (tests/test_figures.py redraws docs/figures/finite_lr.json)."""
+    cases = list(data["cases"].values())
+    names = sorted({c["name"] for c in cases}, key=list(CASES).index)
+    fig, axes = figures.new_figure(len(KAPPAS), len(names), width=4.6, height=3.7)
+    axes = np.atleast_2d(axes)
+    args = data["args"]
     for row, name in zip(axes, names):
         w = CASES[name][1]
         for ax, kappa in zip(row, KAPPAS):
-            r = results[(name, kappa)]
+            r = next(c for c in cases if c["name"] == name and c["kappa"] == kappa)
             t, mean, se = np.array(r["t"]), np.array(r["sgd"][w]), np.array(r["sgd_se"][w])
-            ax.fill_between(t, mean - 2 * se, mean + 2 * se, color="C0", alpha=0.25, lw=0)
-            ax.plot(t, mean, "o", color="C0", ms=3, label=f"SGD d={args.d}, B={args.batch} (±2 SE)")
-            ax.plot(t, r["paper"][w], "--", color="C3", label="paper's hierarchy (κ = 0)")
-            ax.plot(t, r["corrected"][w], "-", color="k", label=f"with the term (κ = {kappa})")
-            ax.set(title=f"{name}: μ({w}), κ = ηd/B = {kappa}", xlabel="t = 4nη/d")
-        row[0].legend(fontsize=7)
-    fig.tight_layout()
-    save_figure(fig, out / "finite_lr.png", formats=PAPER_FORMATS, dpi=120)
+            figures.measured(ax, t, mean, 2 * se, f"online SGD, d = {args['d']}, B = {args['batch']} (±2 SE)")
+            figures.theory(ax, t, r["paper"][w], "the paper's hierarchy (κ = 0)", color="C3", ls="--")
+            figures.theory(ax, t, r["corrected"][w], f"with the finite-learning-rate term (κ = {kappa})", color="k")
+            title = f"{name}: κ = ηd/B = {kappa}"
+            figures.finish(ax, "t = 4nη/d", f"μ({w})", title, fontsize=7)
+    return fig
 
 
 def main():

@@ -15,13 +15,12 @@ closure: Φ of four softmax heads costs ~30 ms an evaluation).
 
 import argparse
 import pathlib
-import sys
 
 import numpy as np
-from matplotlib.figure import Figure
 
 import momentgen as mg
-from momentgen.files import PAPER_FORMATS, save_figure, write_json, write_series_csv
+from momentgen import figures
+from momentgen.files import PAPER_FORMATS, write_series_csv
 
 WORDS = ("S1 S3", "S2 S4", "S1 S4", "S1 S1", "S1 S2")
 
@@ -40,35 +39,49 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     series = {f"theory {w}": theory.series[w] for w in WORDS} | {f"sgd {w}": sgd.series[w] for w in WORDS}
     write_series_csv(out / "multihead.csv", theory.t, series)
-    write_json(
-        out / "multihead.json",
-        {
-            "provenance": {"momentgen": mg.__version__, "command": " ".join(sys.argv), "config_hash": config.digest},
-            "time_scale": theory.time_scale,
-            "sup_theory_minus_sgd": errors,
-            "closure": {"status": theory.status, "error_estimate": theory.error_estimate, "message": theory.message},
-            "sgd": {"d": args.d, "seeds": args.seeds, "seconds": sgd.extra["seconds"]},
-        },
-    )
-    fig = Figure(figsize=(9, 3.8))
-    left, right = fig.subplots(1, 2)
-    for ax, words in ((left, WORDS[:3]), (right, WORDS[3:])):
-        for i, w in enumerate(words):
-            y = np.asarray(theory.series[w])
-            band = np.asarray(theory.error_series["estimate"]) * np.maximum(1.0, np.abs(y))
-            ax.plot(theory.t, y, color=f"C{i}", label=f"μ({w}) quadrature n = 2")
-            ax.fill_between(theory.t, y - band, y + band, color=f"C{i}", alpha=0.2, lw=0)
-            ax.plot(sgd.t, sgd.series[w], "o", ms=3, color=f"C{i}", mfc="none", label=f"μ({w}) SGD d = {args.d}")
-        ax.set(xlabel=theory.time_scale, ylabel="normalised trace moment")
-        ax.legend(fontsize=7)
-    left.set_title("student–teacher head overlaps")
-    right.set_title("student heads")
-    fig.suptitle(f"two-head student vs two-head teacher (L = 2, K = 4): closure {theory.status}", fontsize=9)
-    fig.tight_layout()
-    save_figure(fig, out / "multihead.png", formats=PAPER_FORMATS, dpi=120)
+    data = {
+        "time_scale": theory.time_scale,
+        "t": theory.t,
+        "theory": {w: theory.series[w] for w in WORDS},
+        "estimate": theory.error_series["estimate"],
+        "sgd": {w: sgd.series[w] for w in WORDS},
+        "sup_theory_minus_sgd": errors,
+        "closure": {"status": theory.status, "error_estimate": theory.error_estimate, "message": theory.message},
+        "sgd_run": {"d": args.d, "seeds": args.seeds, "seconds": sgd.extra["seconds"]},
+    }
+    figures.save(figure(data), out / "multihead.png", data, config, formats=PAPER_FORMATS)
     for w, e in errors.items():
         print(f"μ({w}): sup |quadrature − SGD d={args.d}| = {e:.3g}")
     print(f"closure: {theory.status}, estimate {theory.error_estimate:.2g}; wrote {out / 'multihead.png'}")
+
+
+def figure(data):
+    """Overlaps of the heads: theory (with the closure's error band) over SGD; curves equal by the heads'
+    symmetry are drawn once, and say so (tests/test_figures.py redraws docs/figures/multihead.json)."""
+    fig, (left, right) = figures.new_figure(2, width=4.8, height=3.8)
+    t, estimate = np.asarray(data["t"]), np.array([np.nan if e is None else e for e in data["estimate"]], float)
+    for ax, words in ((left, WORDS[:3]), (right, WORDS[3:])):
+        drawn = []
+        for w in words:
+            y = np.asarray(data["theory"][w])
+            twin = next((v for v in drawn if np.max(np.abs(np.asarray(data["theory"][v]) - y)) < 1e-9), None)
+            color = f"C{len(drawn)}"
+            if twin is None:
+                figures.theory(ax, t, y, f"μ({w}), quadrature closure n = 2", color=color)
+                band = estimate * np.maximum(1.0, np.abs(y))
+                ax.fill_between(t, y - band, y + band, color=color, alpha=0.2, lw=0, zorder=1,
+                                label=f"μ({w}): the closure's error estimate")  # fmt: skip
+                drawn.append(w)
+            else:
+                color = f"C{drawn.index(twin)}"
+                ax.plot([], [], " ", label=f"μ({w}) = μ({twin}) at d = ∞ (the heads are exchangeable)")
+            figures.measured(ax, t, data["sgd"][w], None, f"μ({w}), online SGD, d = {data['sgd_run']['d']}",
+                             marker="os^"[words.index(w)], color=color)  # fmt: skip
+        title = "student–teacher head overlaps" if ax is left else "student heads"
+        figures.finish(ax, figures.time_label(data["time_scale"]), "normalised trace moment", title, fontsize=7)
+    fig.suptitle(f"two-head student vs two-head teacher (L = 2, K = 4): closure {data['closure']['status']}",
+                 fontsize=9)  # fmt: skip
+    return fig
 
 
 if __name__ == "__main__":

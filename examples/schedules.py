@@ -14,15 +14,13 @@ Run: ``python examples/schedules.py --out out/examples`` (about 1 min on 2 cores
 
 import argparse
 import pathlib
-import sys
 
 import numpy as np
-from matplotlib.figure import Figure
 
-import momentgen
+from momentgen import figures
 from momentgen.comparison import run_tasks, sgd_task, theory_task
 from momentgen.config import load_config
-from momentgen.files import PAPER_FORMATS, save_figure, write_csv, write_json
+from momentgen.files import PAPER_FORMATS, write_csv
 
 CONFIG = pathlib.Path(__file__).with_name("configs") / "schedules.toml"
 FLOOR = 1.0  # the best rank-d/2 fit of the teacher I: 2·τ((S − I)²) with half the eigenvalues at 0
@@ -84,35 +82,21 @@ def write(out, results, rows, args):
         [[name, *values] for name, r in results.items()
          for values in zip(r["t"], r["integrated_t"], r["theory"], r["sgd"], r["sgd_se"])],
     )  # fmt: skip
-    config = load_config(CONFIG)
-    write_json(
-        out / "schedules.json",
-        {
-            "provenance": {
-                "momentgen": momentgen.__version__,
-                "command": " ".join(sys.argv),
-                "args": vars(args),
-                "config": str(CONFIG),
-                "config_hash": config.digest,
-            },  # fmt: skip
-            "floor": FLOOR,
-            "summary": rows,
-            "runs": {name: {k: r[k] for k in ("status", "config_hash", "seconds")} for name, r in results.items()},
-        },
-    )
-    fig = Figure(figsize=(6.4, 4.2))
-    ax = fig.subplots()
-    for color, (name, r) in zip(("C0", "C1", "C2"), results.items()):
+    data = {"floor": FLOOR, "summary": rows, "args": vars(args), "runs": results}
+    figures.save(figure(data), out / "schedules.png", data, load_config(CONFIG), formats=PAPER_FORMATS, dpi=130)
+
+
+def figure(data):
+    """The excess risk per schedule on a log axis (tests/test_figures.py redraws docs/figures/schedules.json)."""
+    fig, (ax,) = figures.new_figure(1, width=6.4, height=4.2)
+    for color, (name, r) in zip(("C0", "C1", "C2"), data["runs"].items()):
         t = np.array(r["t"])
-        ax.plot(t, np.array(r["theory"]) - FLOOR, color=color, lw=1.8, zorder=3, label=f"{name}: theory")
-        ax.errorbar(t, np.array(r["sgd"]) - FLOOR, yerr=r["sgd_se"], fmt="o", ms=3.5, color=color, mfc="none",
-                    alpha=0.6, lw=0.8, zorder=2, label=f"{name}: SGD d = 200 (±1 SE)")  # fmt: skip
-    ax.set(yscale="log", xlabel="samples seen, as t = 4nη/d (the same for every schedule)",
-           ylabel="excess population risk (risk − 1)",
-           title="schedules at equal samples, κ = ηd/B = 0.2 at peak")  # fmt: skip
-    ax.legend(fontsize=7, loc="upper right")
-    fig.tight_layout()
-    save_figure(fig, out / "schedules.png", formats=PAPER_FORMATS, dpi=130)
+        figures.theory(ax, t, np.array(r["theory"]) - data["floor"], f"{name}: theory", color=color)
+        sgd = np.array(r["sgd"]) - data["floor"]
+        figures.measured(ax, t, sgd, r["sgd_se"], f"{name}: online SGD, d = 200 (±1 SE)", color=color)
+    xlabel = "samples seen, as t = 4nη/d (the same for every schedule)"
+    title = "schedules at equal samples, κ = ηd/B = 0.2 at peak"
+    return figures.finish(ax, xlabel, "excess population risk (risk − 1)", title, log=True, fontsize=7).figure
 
 
 def main():

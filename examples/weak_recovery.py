@@ -11,13 +11,12 @@ Run: ``python examples/weak_recovery.py --out out/examples`` (about 7 minutes on
 """
 
 import argparse
-import json
 import pathlib
 
 import numpy as np
-from matplotlib.figure import Figure
 
-from momentgen.files import PAPER_FORMATS, save_figure
+from momentgen import figures
+from momentgen.files import PAPER_FORMATS
 from momentgen.hierarchy import Model
 from momentgen.initial import InitSpec
 from momentgen.losses import builtin
@@ -71,25 +70,7 @@ def main():
         "mean_scaled": mean,
         "fitted_exponent_of_d": exponent,
     }
-    (out / "weak_recovery.json").write_text(json.dumps(data, indent=1))
-
-    fig = Figure(figsize=(5, 3.8))
-    ax = fig.subplots()
-    for d in dims:
-        ax.plot([d] * len(scaled[d]), scaled[d], "o", color="C0", alpha=0.4)
-    error = [float(np.std(scaled[d], ddof=1) / np.sqrt(len(scaled[d]))) if len(scaled[d]) > 1 else 0.0 for d in dims]
-    ax.errorbar(dims, mean, yerr=error, fmt="ko", capsize=3, label="mean ± standard error over seeds")
-    fit = np.exp(np.polyval(np.polyfit(np.log(dims), np.log(mean), 1), np.log(dims)))
-    ax.plot(dims, fit, "k--", label=f"fit ∝ d^{exponent:+.2f} (0: N_wr = Θ(d² ln d))")
-    ax.set(
-        xscale="log",
-        xlabel="d",
-        ylabel="N_wr / (d² ln d)",
-        title=f"tied h1, η = {args.c0}/(d ln d), B = 1, |p12| ≥ {args.threshold}",
-    )
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, out / "weak_recovery.png", formats=PAPER_FORMATS, dpi=120)
+    figures.save(figure(data), out / "weak_recovery.png", data, None, formats=PAPER_FORMATS)
     for d in dims:
         print(
             f"d={d:4d}: N_wr = {[round(n) if n is not None else None for n in runs[d]]}, "
@@ -98,6 +79,26 @@ def main():
     print(
         f"fitted exponent of d in N_wr/(d² ln d): {exponent:+.3f} (0 if N_wr = Θ(d² ln d)); wrote {out}/weak_recovery.*"
     )
+
+
+def figure(data):
+    """N_wr/(d² ln d) per seed and its mean against d, with the fitted power of d (tests/test_figures.py
+    redraws docs/figures/weak_recovery.json)."""
+    fig, (ax,) = figures.new_figure(1, width=5.2, height=3.8)
+    dims, scaled, mean = data["dims"], data["N_wr_over_d2_log_d"], data["mean_scaled"]
+    for i, d in enumerate(dims):
+        label = "one seed" if i == 0 else None
+        figures.measured(ax, [d] * len(scaled[str(d)]), scaled[str(d)], None, label, color="C0")
+    error = [float(np.std(v, ddof=1) / np.sqrt(len(v))) if len(v) > 1 else 0.0 for v in (scaled[str(d)] for d in dims)]
+    figures.measured(ax, dims, mean, error, "mean ± standard error over seeds", marker="s", color="k")
+    fit = np.exp(np.polyval(np.polyfit(np.log(dims), np.log(mean), 1), np.log(dims)))
+    exponent = data["fitted_exponent_of_d"]
+    ax.plot(dims, fit, "k--", zorder=figures.THEORY_Z, label=f"fit ∝ $d^{{{exponent:+.2f}}}$ (0: N_wr = Θ(d² ln d))")
+    ax.set_xscale("log")
+    ax.set_xticks(dims, [str(d) for d in dims])
+    ax.set_xticks([], minor=True)
+    title = f"tied h1, η = {data['c0']}/(d ln d), B = 1, |p12| ≥ {data['threshold']}"
+    return figures.finish(ax, "dimension d", "N_wr / (d² ln d)", title).figure
 
 
 if __name__ == "__main__":

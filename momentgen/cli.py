@@ -339,7 +339,7 @@ def _cmd_spectrum(args):
     ensure_outputs([("--json", path), ("the figure beside --json", path.with_suffix(".png"))], config.input_paths())
     start = time.perf_counter()
     data = spectrum_evolution(config, args.letter, times, with_sgd=not args.no_sgd)
-    write_spectrum({**data, "provenance": provenance(config)}, path, config.model.time_scale)
+    write_spectrum(data, path, config)
     print(
         f"spectrum of {data['of']} at {config.model.family.time_symbol} = {', '.join(f'{t:g}' for t in times)} "
         f"({data['closure']} closure, {data['status']}); {time.perf_counter() - start:.1f} s; wrote {path} and "

@@ -14,11 +14,11 @@ import pathlib
 import time
 
 import numpy as np
-from matplotlib.figure import Figure
 
+from . import figures
 from .closures import CLOSURES, solve_with_closure
 from .config import parse_config
-from .files import provenance, save_figure, write_csv, write_json
+from .files import provenance, write_csv
 from .matrices import initial_factors
 from .parallel import run_tasks
 from .problem import Problem
@@ -143,12 +143,12 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
         "lr": config.section("sgd")["lr"],
         "batch": config.section("sgd")["batch"],
     }
-    data["provenance"] = provenance(config)
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "compare.json", data)
     write_csv(out / "compare.csv", list(table[0]) if table else [], ([row[k] for k in row] for row in table))
-    _figure(data, out / "compare.png")
+    figures.save(figure(data), out / "compare.png", data, config, formats=("png", "svg", "pdf"), dpi=110,
+                 drawn_by="compare_figure")  # fmt: skip
+    data["provenance"] = provenance(config)
     return data
 
 
@@ -264,17 +264,18 @@ def _risk_rows(theory, sgd):
     return rows
 
 
-def _figure(data, path):
+def figure(data):
     """One panel per observable (at most 4): theory curves solid inside the window they vouch for
     (shaded beyond), dotted past it, with their estimate bands; SGD mean ± sd and the matrix flow
-    in one marker/line style per d; the legend outside; saved as PNG, SVG and PDF."""
+    in one marker style per d; the legend outside, on the right. Returns the Figure (`compare` saves it
+    with its numbers; an example that runs `compare` exposes this as ``compare_figure``)."""
     words = data["observables"][:4]
     fast = any("fast" in s for s in data["sgd"].values())
     risk = all("risk" in run for run in data["sgd"].values())
     n = len(words) + (1 if fast else 0) + (1 if risk else 0)
-    fig = Figure(figsize=(4.2 * n + 2.6, 3.9))
-    axes = np.atleast_2d(fig.subplots(1, n, squeeze=False))
-    markers = dict(zip(data["d"], "osD^v<>"))
+    fig, row = figures.new_figure(n, width=4.2, height=3.9)
+    axes = [row]
+    markers = dict(zip(data["d"], figures.MARKERS))
     for ax, w in zip(axes[0], words):
         windows = [_theory_curve(ax, name, th, w) for name, th in data["theory"].items()]
         horizon = max(max(th["t"]) for th in data["theory"].values())
@@ -282,19 +283,17 @@ def _figure(data, path):
             ax.axvspan(max(windows), horizon, color="0.92", zorder=0, lw=0, label="beyond every window")
         for d, run in data["sgd"].items():
             t, mean, spread = np.array(run["t"]), np.array(run["mean"][w]), np.array(run["spread"][w])
-            ax.errorbar(t, mean, yerr=spread, fmt=markers[d], ms=3, color="0.45", mfc="none", lw=0.6, zorder=1,
-                        label=f"SGD d={d} (±1 sd)")  # fmt: skip
+            figures.measured(ax, t, mean, spread, f"online SGD, d = {d} (±1 sd)", marker=markers[d])
         for d, flow in data["flow"].items():
-            ax.plot(flow["t"], flow["series"][w], "--", color="0.4", lw=1, marker=markers[d], markevery=5, ms=3,
-                    mfc="none", label=f"matrix flow d={d}")  # fmt: skip
-        low, high = _limits(data, w)
-        ax.set(xlabel=data["time_scale"], ylabel=f"μ({w})", ylim=(low, high))
+            figures.measured(ax, flow["t"], flow["series"][w], None, f"matrix flow, d = {d}", marker="x", color="C7")
+        ax.set(ylim=_limits(data, w))
+        figures.finish(ax, figures.time_label(data["time_scale"]), f"μ({w})", legend=False)
     if risk:
         _risk_panel(axes[0][len(words)], data, markers)
     if fast:
         _fast_panel(axes[0][-1], data)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center right", fontsize=7, frameon=False)
+    fig.legend(handles, labels, loc="outside right center", fontsize=7, frameon=False)
     start = "each d's SGD matrices" if data["theory_init"] == "finite" else "the d = ∞ law"
     dims = ", ".join(map(str, data["d"]))
     fig.suptitle(
@@ -302,9 +301,7 @@ def _figure(data, path):
         f"theory from {start}",
         fontsize=9,
     )
-    fig.tight_layout(rect=(0, 0, 1 - 2.5 / (4.2 * n + 2.6), 0.95))
-    for suffix in (".png", ".svg", ".pdf"):
-        save_figure(fig, pathlib.Path(path).with_suffix(suffix), dpi=110)
+    return fig
 
 
 def _theory_curve(ax, name, th, w):
@@ -312,8 +309,7 @@ def _theory_curve(ax, name, th, w):
     reached = th["status"] in REACHED
     until = th["valid_until"] if th["closure"] == "zero" or not reached else t[-1]
     inside = t <= until + 1e-12
-    (line,) = ax.plot(t[inside], y[inside], lw=1.6, zorder=3, label=f"{name} ({th['status']})")
-    ax.plot(t[~inside], y[~inside], ls=":", color=line.get_color(), lw=1, zorder=3)
+    line = figures.theory(ax, t, y, f"{name} ({th['status']})", valid_until=until)
     if (~inside).any():  # where this curve stops vouching
         ax.axvline(max(until, t[0]), color=line.get_color(), ls=":", lw=0.8)
     estimate = th.get("error_series", {}).get("estimate")
@@ -330,13 +326,10 @@ def _risk_panel(ax, data, markers):
         t, risk = np.array(th["t"]), np.array(th["derived"]["risk"], dtype=float)
         reached = th["status"] in REACHED
         until = th["valid_until"] if th["closure"] == "zero" or not reached else t[-1]
-        inside = t <= until + 1e-12
-        (line,) = ax.plot(t[inside], risk[inside], lw=1.6, zorder=3)
-        ax.plot(t[~inside], risk[~inside], ls=":", color=line.get_color(), lw=1, zorder=3)
+        figures.theory(ax, t, risk, None, valid_until=until)
     for d, run in data["sgd"].items():
-        ax.errorbar(run["t"], run["risk"], yerr=run["risk_se"], fmt=markers[d], ms=3, color="0.45", mfc="none",
-                    lw=0.6, zorder=1)  # fmt: skip
-    ax.set(xlabel=data["time_scale"], ylabel="population risk", yscale="log", title="risk (log scale)")
+        figures.measured(ax, run["t"], run["risk"], run["risk_se"], None, marker=markers[d])
+    figures.finish(ax, figures.time_label(data["time_scale"]), "population risk", "risk (log scale)", False, True)
 
 
 def _fast_panel(ax, data):
@@ -347,8 +340,7 @@ def _fast_panel(ax, data):
         if "fast_t" in th:
             ax.plot(th["fast_t"], np.array(th["fast_m"])[:, 0], "k--", label="fast ODE")
             break
-    ax.set(title="untied fast phase", xlabel="t = n eta", ylabel="m1")
-    ax.legend(fontsize=7)
+    figures.finish(ax, "nη (the fast phase's own time)", "mean m1", "untied fast phase")
 
 
 def _limits(data, w):

@@ -7,12 +7,13 @@ are recorded at the same times (`momentgen.reference.sgd`, its own matrices only
 kind's axis (nominal under a schedule).
 """
 
-import numpy as np
-from matplotlib.figure import Figure
+import pathlib
 
+import numpy as np
+
+from . import figures
 from .closures import solve_with_closure
 from .errors import MomentgenError
-from .files import save_figure, write_json
 from .reference import check_sgd_plan, sgd
 from .spectra import spectral_product
 
@@ -80,13 +81,18 @@ def _panel_range(x, cdf, eigenvalues=None):
     return low - margin, high + margin
 
 
-def write_spectrum(data, path, time_scale):
-    """``path`` (.json) and the figure beside it (.png): one panel per time, the theory's density over SGD's
-    eigenvalue histogram."""
-    write_json(path, data)
-    times = data["t"]
-    fig = Figure(figsize=(3.2 * len(times) + 0.6, 3.2))
-    axes = np.atleast_1d(fig.subplots(1, len(times), sharey=False))
+def write_spectrum(data, path, config):
+    """``path`` (.json, with provenance) and the figure beside it (.png, `spectrum_figure`)."""
+    path = pathlib.Path(path)
+    data = {**data, "time_scale": config.model.time_scale}
+    figures.save(spectrum_figure(data), path.with_suffix(".png"), data, config,
+                 drawn_by="momentgen.evolution:spectrum_figure")  # fmt: skip
+
+
+def spectrum_figure(data):
+    """One panel per time: the theory's density over SGD's eigenvalue histogram."""
+    times, time_scale = data["t"], data["time_scale"]
+    fig, axes = figures.new_figure(len(times), width=3.2, height=3.2)
     x = np.asarray(data["x"])
     for i, (ax, t) in enumerate(zip(axes, times)):
         low, high = _panel_range(
@@ -94,18 +100,16 @@ def write_spectrum(data, path, time_scale):
         )
         if "sgd" in data:
             values = np.asarray(data["sgd"]["eigenvalues"][i])
-            ax.hist(values, bins=40, range=(low, high), density=True, color="0.8", edgecolor="0.6", lw=0.4,
-                    zorder=1, label=f"SGD eigenvalues, d = {data['sgd']['d']}")  # fmt: skip
-        ax.plot(x, data["density"][i], color="C0", lw=1.8, zorder=3, label=f"theory ({data['closure']})")
+            ax.hist(values, bins=40, range=(low, high), density=True, color="0.85", edgecolor="0.6", lw=0.4,
+                    zorder=figures.MEASURED_Z, label=f"online SGD's eigenvalues, d = {data['sgd']['d']}")  # fmt: skip
+        figures.theory(ax, x, data["density"][i], f"theory ({data['closure']} closure)")
         ax.set_xlim(low, high)
-        ax.set(title=f"{time_scale.split('=')[0].strip()} = {t:g}", xlabel=f"eigenvalue of {data['of']}")
         inside = (x >= low) & (x <= high)
         top = np.percentile(np.asarray(data["density"][i])[inside], 90) if inside.any() else 1.0
         if "sgd" in data:  # an integrable spike at a hard edge must not flatten the rest
             counts, _ = np.histogram(data["sgd"]["eigenvalues"][i], bins=40, range=(low, high), density=True)
             top = max(top, counts.max())
         ax.set_ylim(0, max(top * 1.4, 1e-9))
-    axes[0].set_ylabel("density")
-    axes[0].legend(fontsize=7, loc="upper right")
-    fig.tight_layout()
-    save_figure(fig, path.with_suffix(".png"), dpi=120)
+        title = f"{time_scale.split('=')[0].strip()} = {t:g}"
+        figures.finish(ax, f"eigenvalue of {data['of']}", "density", title, legend=i == 0, fontsize=7)
+    return fig

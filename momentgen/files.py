@@ -205,7 +205,8 @@ def save_figure(figure, path, formats=None, **options):
 
 def provenance(config=None):
     """What produced an output: momentgen's version, the command line, the UTC date, the git commit
-    of the working directory's repository (if any) and the configuration (its source, hash, tables)."""
+    of the working directory's repository (if any) and the configuration (its source, hash, tables, and
+    ``file_hash``: the digest of the source file as it is, before the overrides the run applied)."""
     from . import __version__  # noqa: PLC0415 - the package imports this module
 
     try:
@@ -222,6 +223,10 @@ def provenance(config=None):
     }
     if config is not None:
         out["config"] = {"source": config.source, "hash": config.digest, "tables": config.raw}
+        if config.source:  # the file as shipped, before any override: what `tests/test_figures.py` compares
+            from .config import load_config  # noqa: PLC0415 - config imports this module
+
+            out["config"]["file_hash"] = load_config(config.source).digest
     return out
 
 

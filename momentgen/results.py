@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import figures
 from .errors import MomentgenError
 from .words import canonical
 
@@ -135,28 +136,23 @@ class Result:
         if not len(t):
             raise MomentgenError(f"nothing to plot: the result has no times (status {self.status}: {self.message})")
         if ax is None:
-            from matplotlib.figure import Figure  # noqa: PLC0415 - plotting is optional
-
-            ax = Figure(figsize=(5.5, 3.8)).subplots()
+            ax = figures.new_figure(width=5.5, height=3.8)[1][0]
         words = words or [w for w, v in self.series.items() if np.ptp(np.asarray(v)) > 0][:6]
         measured = "d" in self.extra  # an SGD run (`momentgen.api.simulate`): markers under the theory's lines
-        style = {"marker": "o", "ls": "none", "ms": 3, "mfc": "none", "zorder": 2} if measured else {"zorder": 3}
         for w in words:
             label, values = _column_of(self, w)
-            ax.plot(t, values, label=f"{label}, {self.source}", **style)
+            if measured:
+                error = self.extra.get("risk_se") if label == "risk" else None
+                figures.measured(ax, t, values, error, f"{label}, {self.source}", color=None)
+            else:
+                figures.theory(ax, t, values, f"{label}, {self.source}")
         if len(t) and 0 < self.valid_until < t[-1]:
             ax.axvspan(self.valid_until, t[-1], color="0.9", zorder=0, label="beyond valid_until")
         elif len(t) and self.valid_until == 0 and t[-1] > 0:
             ax.axvspan(t[0], t[-1], color="0.9", zorder=0, label="no validity window")
-        if log:
-            ax.set_yscale("log")
-        ax.set(
-            xlabel=self.time_scale,
-            ylabel="population risk" if list(words) == ["risk"] else "normalised trace moment",
-            title=f"{self.model}: {self.source} ({self.status})",
-        )
-        ax.legend(fontsize=7, loc="best")  # inside the axes: a plain savefig keeps it
-        return ax
+        ylabel = "population risk" if list(words) == ["risk"] else "normalised trace moment"
+        title = f"{self.model}: {self.source} ({self.status})"
+        return figures.finish(ax, figures.time_label(self.time_scale), ylabel, title, log=log, fontsize=7)
 
     @property
     def source(self):

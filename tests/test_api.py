@@ -8,6 +8,7 @@ import pytest
 import momentgen as mg
 from momentgen.cli import main
 from momentgen.config import ConfigError
+from momentgen.figures import layout_problems
 
 SMALL = {
     "model": {"kind": "tied", "K": 2, "trainable": [1]},
@@ -129,8 +130,9 @@ def test_theory_and_sgd_overlaid_are_told_apart(tmp_path):
     theory, run = mg.solve(config), mg.simulate(config, progress=False)
     ax = run.plot(words=["S1 S1"])
     theory.plot(words=["S1 S1"], ax=ax)
-    labels = [line.get_label() for line in ax.get_lines()]
-    assert labels == ["μ(S1 S1), online SGD, d = 40", "μ(S1 S1), zero closure"]
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert sorted(labels) == ["μ(S1 S1), online SGD, d = 40", "μ(S1 S1), zero closure"]
+    assert layout_problems(ax.figure) == []  # the theory's line above SGD's markers, the legend over no data
     assert ax.get_title().startswith("tied: zero closure") and run.plot().get_title().startswith("tied: online SGD")
     ax.figure.savefig(tmp_path / "overlay.png")
     assert (tmp_path / "overlay.png").stat().st_size > 0

@@ -27,7 +27,9 @@ def test_fig4_linear_example(tmp_path, monkeypatch):
     assert by_degree[2]["valid_until"] == 0.0 and by_degree[12]["status"] == "blowup"
     # past every window (t ∈ [0, 0.5]) the quadrature closure stays on the closed form (n = 32:
     # measured 9e-5, the Gauss-rule error of MATH.md §8) and SGD at d = 100 near it (O(1/d) ≈ 4/d)
-    long = json.loads((tmp_path / "fig4_linear.json").read_text())["long_horizon"]
+    data = json.loads((tmp_path / "fig4_linear.json").read_text())
+    assert data["figure_checks"] == [] and data["provenance"]["config"]["file_hash"]
+    long = data["long_horizon"]
     assert long["quadrature"]["32"]["sup_minus_exact_q11"] < 1e-3
     assert long["sgd"]["sup_minus_exact_q11"] < 0.1 and long["zero_M12"]["status"] == "blowup"
 

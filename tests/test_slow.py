@@ -123,7 +123,9 @@ def test_the_schedules_example_answers_its_question(tmp_path, monkeypatch):
     from .test_examples import run_example
 
     run_example("schedules.py", tmp_path, monkeypatch, "--seeds", "2")
-    rows = {row["schedule"]: row for row in json.loads((tmp_path / "schedules.json").read_text())["summary"]}
+    data = json.loads((tmp_path / "schedules.json").read_text())
+    assert data["figure_checks"] == []
+    rows = {row["schedule"]: row for row in data["summary"]}
     constant = rows.pop("constant")
     for row in rows.values():
         assert row["excess_theory"] < 0.6 * constant["excess_theory"]

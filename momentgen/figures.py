@@ -1,0 +1,167 @@
+"""One style for every figure: the theory is what the eye finds first.
+
+Every figure momentgen or an example draws goes through these helpers, so the same thing looks the
+same everywhere (docs/figures, `momentgen compare`, `Result.plot`):
+
+* `theory` — a d = ∞ curve (a closure): a solid line on top (z-order 3), dotted past the time the
+  closure vouches for (``valid_until``), one legend entry;
+* `exact` — a closed form or an oracle: a thick, light line *under* the theory (z-order 1), so a
+  closure that agrees with it is seen on it;
+* `measured` — online SGD or the finite-d matrix flow: light, open markers with error bars under the
+  lines (z-order 2);
+* `finish` — axis labels in the words of the paper, and a legend inside the axes where it covers no
+  data (`place_legend`: "best" first, then outside on the right, which `save_figure` keeps).
+
+Artists carry their role as ``gid`` (``"theory"``, ``"exact"``, ``"measured"``), which is what
+`layout_problems` checks: labels present, theory drawn above the measurements, no legend over data.
+"""
+
+import numpy as np
+
+__all__ = [
+    "THEORY_Z",
+    "EXACT_Z",
+    "MEASURED_Z",
+    "new_figure",
+    "theory",
+    "exact",
+    "measured",
+    "finish",
+    "place_legend",
+    "time_label",
+    "layout_problems",
+]
+
+EXACT_Z, MEASURED_Z, THEORY_Z = 1, 2, 3
+MARKERS = "osD^v<>"
+
+
+def new_figure(columns=1, rows=1, width=4.6, height=3.6):
+    """A `matplotlib.figure.Figure` (no pyplot state) with ``rows × columns`` axes, constrained layout."""
+    from matplotlib.figure import Figure  # noqa: PLC0415 - plotting is optional
+
+    figure = Figure(figsize=(width * columns, height * rows), layout="constrained")
+    axes = figure.subplots(rows, columns, squeeze=False)
+    return figure, axes if rows > 1 else axes[0]
+
+
+def theory(ax, t, y, label, valid_until=None, color=None, **style):
+    """A d = ∞ curve: solid where its closure vouches for it (t ≤ ``valid_until``), dotted after. Returns the
+    solid line (its colour is the curve's)."""
+    t, y = np.asarray(t, float), np.asarray(y, float)
+    cut = len(t) if valid_until is None else int(np.searchsorted(t, valid_until + 1e-12 * max(1.0, abs(t[-1]))))
+    cut = max(cut, 1)
+    options = {"lw": 1.8, "zorder": THEORY_Z, "color": color, **style}
+    (line,) = ax.plot(t[:cut], y[:cut], label=label, **options)
+    line.set_gid("theory")
+    if cut < len(t):
+        (rest,) = ax.plot(t[cut - 1 :], y[cut - 1 :], **{**options, "color": line.get_color(), "ls": ":"})
+        rest.set_gid("theory")
+    return line
+
+
+def exact(ax, t, y, label="closed form (d = ∞)", **style):
+    """A closed form or oracle: a thick light band under the theory's lines."""
+    (line,) = ax.plot(t, y, label=label, **{"color": "0.55", "lw": 4.5, "alpha": 0.45, "zorder": EXACT_Z, **style})
+    line.set_gid("exact")
+    return line
+
+
+def measured(ax, t, y, error=None, label=None, marker="o", color="0.35", **style):
+    """Online SGD or the finite-d flow: open markers, with ``error`` bars (e.g. ±1 SE) when given."""
+    options = {"fmt": marker, "ms": 3.5, "mfc": "none", "mew": 0.8, "color": color, "alpha": 0.8}
+    options.update(elinewidth=0.7, capsize=0, zorder=MEASURED_Z, label=label, **style)
+    container = ax.errorbar(t, y, yerr=error, **options)
+    for artist in container.get_children():
+        artist.set_gid("measured")
+    return container
+
+
+def time_label(time_scale):
+    """The x label of a kind's time axis, e.g. ``"t = 4nη/d"`` from ``"t = 4 n eta / d"``."""
+    return time_scale.replace(" n eta / d", "nη/d").replace("n eta / d", "nη/d").replace("eta", "η").replace("tau", "τ")
+
+
+def finish(ax, xlabel, ylabel, title=None, legend=True, log=False, fontsize=8):
+    """Labels (in the paper's words), optional log y axis, and a legend that covers no data."""
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=10)
+    if legend and ax.get_legend_handles_labels()[0]:
+        place_legend(ax, fontsize=fontsize)
+    return ax
+
+
+def place_legend(ax, fontsize=8):
+    """The legend at matplotlib's "best" place inside the axes; outside on the right when that still covers
+    data (`save_figure` saves with a tight bounding box, so nothing is clipped)."""
+    legend = ax.legend(fontsize=fontsize, loc="best", framealpha=0.85)
+    if _covered_points(ax, legend):
+        legend.remove()
+        legend = ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    return legend
+
+
+def _covered_points(ax, legend):
+    """How many data points of the axes' lines and markers lie inside the legend's box (display coordinates)."""
+    _draw(ax.figure)
+    box = legend.get_window_extent()
+    count = 0
+    for line in ax.get_lines():
+        xy = np.asarray(line.get_xydata(), float)
+        if len(xy):
+            x, y = ax.transData.transform(xy).T
+            count += int(np.sum((x >= box.x0) & (x <= box.x1) & (y >= box.y0) & (y <= box.y1)))
+    return count
+
+
+def _draw(figure):
+    """Lay the figure out (legend and text extents exist only after a draw)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415 - plotting is optional
+
+    canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(figure)
+    canvas.draw()
+
+
+def layout_problems(figure):
+    """What a reader would trip over, as sentences (empty when none): an axes with data but no x or y label,
+    a legend covering data points, measurements drawn above the theory's lines."""
+    _draw(figure)
+    problems = []
+    for number, ax in enumerate(figure.axes):
+        if not ax.get_lines() and not ax.collections and not ax.patches:
+            continue
+        where = f"axes {number} ({ax.get_title() or 'untitled'})"
+        if not ax.get_xlabel() or not ax.get_ylabel():
+            problems.append(f"{where}: an axis label is missing")
+        legend = ax.get_legend()
+        covered = _covered_points(ax, legend) if legend is not None else 0
+        if covered:
+            problems.append(f"{where}: the legend covers {covered} data points")
+        theory_z = [a.get_zorder() for a in ax.get_children() if a.get_gid() == "theory"]
+        measured_z = [a.get_zorder() for a in ax.get_children() if a.get_gid() == "measured"]
+        for container in ax.containers:
+            measured_z += [a.get_zorder() for a in container.get_children() if a.get_gid() == "measured"]
+        if theory_z and measured_z and min(theory_z) <= max(measured_z):
+            problems.append(f"{where}: measurements are drawn above the theory")
+    return problems
+
+
+def save(figure, path, data, config=None, formats=("png",), dpi=120, drawn_by="figure"):
+    """Write ``figure`` (``path``, one file per format) and its numbers ``data`` as ``path.json``, atomically,
+    with `momentgen.files.provenance`, ``figure_checks`` (the `layout_problems`, empty when the figure reads
+    well) and ``drawn_by``: the function of the example that draws it from ``data`` (tests/test_figures.py
+    redraws it). Returns the problems."""
+    import pathlib  # noqa: PLC0415
+
+    from .files import provenance, save_figure, write_json  # noqa: PLC0415 - files imports no figures
+
+    problems = layout_problems(figure)
+    path = pathlib.Path(path)
+    save_figure(figure, path, formats=formats, dpi=dpi, bbox_inches="tight")
+    sidecar = {**data, "drawn_by": drawn_by, "figure_checks": problems, "provenance": provenance(config)}
+    write_json(path.with_suffix(".json"), sidecar)
+    return problems
