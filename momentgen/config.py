@@ -78,7 +78,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import models
-from .errors import ModelError, MomentgenError, shown
+from .errors import ModelError, MomentgenError, WordError, shown
 from .files import read_regular_file
 from .inits import InitSpec
 from .losses import builtin, parse_expression
@@ -646,6 +646,7 @@ def _check_together(raw, given, where):
     if raw["integrate"]["finite_lr"]:
         _check_finite_lr(raw, given, where)
     truncation = raw["truncation"]
+    _check_observables(raw, where)
     if truncation["closure"] == "matrix-model":
         _check_matrix_model_size(raw, where)
     if truncation["closure"] == "quadrature" and truncation["degree"] < 3:
@@ -653,6 +654,16 @@ def _check_together(raw, given, where):
             f"{where}[truncation] the quadrature closure needs degree M ≥ 3 (order n = ⌊(M − 1)/2⌋ ≥ 1), "
             f"got {truncation['degree']}"
         )
+
+
+def _check_observables(raw, where):
+    """Every listed observable is a word of this kind over indices 1..K (the file and key named)."""
+    observables = raw["truncation"]["observables"]
+    for word in [] if observables == "all" else observables:
+        try:
+            parse(word, raw["model"]["kind"], raw["model"]["K"])
+        except WordError as error:
+            raise ConfigError(f"{where}[truncation] `observables`: {word!r}: {error}") from None
 
 
 def _check_indices(raw, where):

@@ -10,7 +10,7 @@ same everywhere (docs/figures, `momentgen compare`, `Result.plot`):
 * `measured` — online SGD or the finite-d matrix flow: light, open markers with error bars under the
   lines (z-order 2);
 * `finish` — axis labels in the words of the paper, and a legend inside the axes where it covers no
-  data (`place_legend`: "best" first, then outside on the right, which `save_figure` keeps).
+  data (`place_legend`: "best" first, then below the axes).
 
 Artists carry their role as ``gid`` (``"theory"``, ``"exact"``, ``"measured"``), which is what
 `layout_problems` checks: labels present, theory drawn above the measurements, no legend over data.
@@ -96,22 +96,33 @@ def finish(ax, xlabel, ylabel, title=None, legend=True, log=False, fontsize=8):
 
 
 def place_legend(ax, fontsize=8):
-    """The legend at matplotlib's "best" place inside the axes; outside on the right when that still covers
-    data (`save_figure` saves with a tight bounding box, so nothing is clipped)."""
+    """The legend at matplotlib's "best" place inside the axes; if that covers data, the same after making
+    head-room above the data (a linear y axis grows by a half, a log one by two decades); if that still
+    covers data, below the axes, under the x label (`save` keeps it: tight bounding box)."""
+    legend = ax.legend(fontsize=fontsize, loc="best", framealpha=0.85)
+    if not _covered_points(ax, legend):
+        return legend
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high * 100 if ax.get_yscale() == "log" else high + 0.5 * (high - low))
+    legend.remove()
     legend = ax.legend(fontsize=fontsize, loc="best", framealpha=0.85)
     if _covered_points(ax, legend):
+        ax.set_ylim(low, high)
         legend.remove()
-        legend = ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+        legend = ax.legend(fontsize=fontsize, loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
     return legend
 
 
 def _covered_points(ax, legend):
-    """How many data points of the axes' lines and markers lie inside the legend's box (display coordinates)."""
+    """How many data points of the axes' lines and markers, and tops of its bars, lie inside the legend's box
+    (display coordinates)."""
     _draw(ax.figure)
     box = legend.get_window_extent()
     count = 0
-    for line in ax.get_lines():
-        xy = np.asarray(line.get_xydata(), float)
+    points = [np.asarray(line.get_xydata(), float) for line in ax.get_lines()]
+    points += [np.array([[b.get_x() + b.get_width() / 2, b.get_y() + b.get_height()] for b in bars]) for bars in
+               ax.containers if type(bars).__name__ == "BarContainer"]  # fmt: skip
+    for xy in points:
         if len(xy):
             x, y = ax.transData.transform(xy).T
             count += int(np.sum((x >= box.x0) & (x <= box.x1) & (y >= box.y0) & (y <= box.y1)))
@@ -165,3 +176,26 @@ def save(figure, path, data, config=None, formats=("png",), dpi=120, drawn_by="f
     sidecar = {**data, "drawn_by": drawn_by, "figure_checks": problems, "provenance": provenance(config)}
     write_json(path.with_suffix(".json"), sidecar)
     return problems
+
+
+def draw_again(data, root):
+    """The figure of a saved ``data`` (a sidecar `save` wrote), drawn again by the function named in its
+    ``drawn_by``: ``"module:function"`` for the library's, else a function of the script its provenance's
+    command ran (a path relative to the repository ``root``, e.g. ``examples/fig4_linear.py``)."""
+    import importlib  # noqa: PLC0415
+    import importlib.util  # noqa: PLC0415
+    import pathlib  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    if ":" in data["drawn_by"]:
+        name, function = data["drawn_by"].split(":")
+        return getattr(importlib.import_module(name), function)(data)
+    script = pathlib.Path(root) / data["provenance"]["command"].split()[0]
+    sys.path.insert(0, str(script.parent))  # a benchmark imports its `common` module
+    try:
+        spec = importlib.util.spec_from_file_location(script.stem, script)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(script.parent))
+    return getattr(module, data["drawn_by"])(data)

@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.stats
-from matplotlib.figure import Figure
 
+from . import figures as style
 from .arguments import int_list, seed_list
 from .closures import solve_with_closure
 from .config import ConfigError, parse_config
@@ -688,8 +688,7 @@ def _write(out, result, figures, theory):
     write_csv(out / "verify.csv", ["check", "passed", "message"], result.rows())
     curves = (figures.get("finite-d") or {}).get("curves", {})
     panels = 1 + min(3, len(curves))
-    fig = Figure(figsize=(4.2 * panels, 3.6))
-    axes = np.atleast_1d(fig.subplots(1, panels))
+    fig, axes = style.new_figure(panels, width=4.2, height=3.6)
     drift = figures.get("drift")
     if drift is not None:
         x = np.arange(len(drift["words"]))
@@ -698,7 +697,7 @@ def _write(out, result, figures, theory):
         axes[0].plot(x, -drift["tolerance"] / drift["se"], "k_", ms=14)
         axes[0].set_xticks(x, [f"μ({w})" for w in drift["words"]], rotation=30, fontsize=7)
         axes[0].set(ylabel="(SGD − theory) drift at t = 0, d → ∞ [SE]", title="drift check")
-        axes[0].legend(fontsize=7)
+        style.place_legend(axes[0], fontsize=7)
     else:
         axes[0].text(0.5, 0.5, result.checks["drift"]["message"], ha="center", va="center", wrap=True, fontsize=8)
         axes[0].set_axis_off()
@@ -708,14 +707,10 @@ def _write(out, result, figures, theory):
         ax.axhline(0.0, color="k", lw=0.8)
         ax.plot(c["t"], c["d1"], "o", ms=3, color="C1", label=f"d = {d1}")
         ax.plot(c["t"], c["d2"], "s", ms=3, color="C2", label=f"d = {d2}")
-        ax.plot(c["t"], c["ext"], "k-", lw=1.5, label="extrapolated to d = ∞")
-        ax.set(
-            xlabel=theory.time_scale,
-            ylabel=f"SGD − {theory.closure} closure",
-            title=f"μ({w}), each from the run's start",
+        ax.plot(c["t"], c["ext"], "k-", lw=1.5, label="extrapolated to d = ∞", zorder=style.THEORY_Z)
+        title = f"μ({w}), each from the run's start"
+        style.finish(
+            ax, style.time_label(theory.time_scale), f"SGD − {theory.closure} closure", title, ax is axes[1], fontsize=7
         )
-    if curves:
-        axes[1].legend(fontsize=7)
     fig.suptitle(f"momentgen verify: {result.verdict} — {result.message}", fontsize=9)
-    fig.tight_layout()
     save_figure(fig, out / "verify.png", formats=PAPER_FORMATS, dpi=110)

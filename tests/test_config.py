@@ -49,6 +49,7 @@ def test_defaults_are_filled_in():
         (with_change("loss", "activation", "swish"), "unknown activation"),
         (with_change("truncation", "observables", "S1 S2"), "observables must be"),
         (with_change("truncation", "closure", "magic"), "closure must be"),
+        (with_change("truncation", "observables", ["S1 S3"]), r"\[truncation\] `observables`: 'S1 S3': letter 'S3'"),
         ({k: v for k, v in MINIMAL.items() if k != "truncation"}, r"\[truncation\] needs `degree`"),
     ],
 )
@@ -64,6 +65,10 @@ def test_bad_files(tmp_path):
     bad.write_text("[model\nkind = 1")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(bad)
+    letter = tmp_path / "letter.toml"  # issue 32: an out-of-range letter names the file and the key
+    letter.write_text((ROOT / "examples" / "configs" / "fig4_linear.toml").read_text().replace('"S1 S2"', '"S3 S2"'))
+    with pytest.raises(ConfigError, match=r"letter.toml: \[truncation\] `observables`: 'S3 S2'"):
+        load_config(letter)
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "examples" / "configs").glob("*.toml")), ids=lambda p: p.stem)

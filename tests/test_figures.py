@@ -80,17 +80,6 @@ ROOT = FIGURES.parents[1]
 NOT_REDRAWN = set()
 
 
-def _example_module(command):
-    """The script of this repository a provenance's command ran (``examples/x.py …``), loaded as a module."""
-    import importlib.util
-
-    script = command.split()[0]
-    spec = importlib.util.spec_from_file_location(pathlib.Path(script).stem, ROOT / script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize(
     "png",
     [
@@ -107,7 +96,7 @@ def test_a_committed_figure_was_drawn_by_the_current_code(png):
     import json
     import subprocess
 
-    from momentgen.figures import layout_problems
+    from momentgen.figures import draw_again, layout_problems
 
     data = json.loads(png.with_suffix(".json").read_text())
     provenance = data["provenance"]
@@ -120,11 +109,7 @@ def test_a_committed_figure_was_drawn_by_the_current_code(png):
     if config and config.get("source"):
         current = load_config(CONFIGS / pathlib.Path(config["source"]).name)
         assert current.digest == config["file_hash"], f"{png.name}: its configuration changed since it was drawn"
-    if ":" in data["drawn_by"]:  # a library function, e.g. the `spectrum` command's
-        import importlib
-
-        name, function = data["drawn_by"].split(":")
-        draw = getattr(importlib.import_module(name), function)
-    else:
-        draw = getattr(_example_module(provenance["command"]), data["drawn_by"])
-    assert layout_problems(draw(data)) == []
+    assert layout_problems(draw_again(data, ROOT)) == []
+    drawn = data.get("drawn_at", provenance)["git_commit"]
+    ancestor = subprocess.run(["git", "merge-base", "--is-ancestor", drawn, "HEAD"], cwd=ROOT, capture_output=True)
+    assert ancestor.returncode == 0, f"{png.name}: drawn at {drawn}, not an ancestor of HEAD"
