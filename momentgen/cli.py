@@ -225,19 +225,18 @@ def _write_run(path, data, t, series):
 
 def _horizon(result):
     """What the closure vouches for, in words (its estimate and window, or why there is none)."""
-    scale = result.time_scale
-    if result.closure != "zero":
+    scale, closure = result.time_scale, CLOSURES[result.closure]
+    if not closure.window_from_degrees:
         if result.error_estimate is None:
             return "no error estimate (see the message)"
         bound = "" if result.estimate_is_bound else " (not a bound)"
-        what = "order" if result.closure == "quadrature" else "size"
         window = (
-            f"the estimate exceeds validity_tol from the start (raise the {what} or validity_tol)"
+            f"the estimate exceeds validity_tol from the start (raise the {closure.resolution} or validity_tol)"
             if not result.valid_until
             else f"within validity_tol until {result.valid_until:.4g} on {scale}"
         )
         return f"error estimate {result.error_estimate:.2g} at the horizon{bound}; {window}"
-    if "hierarchy is closed" in result.message:
+    if result.extra.get("closed"):
         return f"exact (closed system) until {result.valid_until:.4g} on {scale}"
     if not result.valid_until:
         return "no validity window: degrees M and M − 2 differ beyond validity_tol at once (use a flow closure)"

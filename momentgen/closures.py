@@ -57,9 +57,16 @@ __all__ = [
 
 
 class Closure:
-    """Base class: see the module docstring for the contract."""
+    """Base class: see the module docstring for the contract.
+
+    Capabilities callers read instead of testing names: ``resolution`` (what ``size``/``degree`` sets, in
+    words), ``window_from_degrees`` (its ``valid_until`` compares degrees M and M − 2, so a curve past it
+    is extrapolation; a flow closure's curve stays realisable past its window).
+    """
 
     name = None
+    resolution = "degree"
+    window_from_degrees = False
 
     def solve(self, problem, degree=None, size=None):
         raise NotImplementedError
@@ -140,6 +147,7 @@ class ZeroClosure(Closure):
     """Degrees M and M − 2 of the truncated hierarchy (words beyond the degree are 0)."""
 
     name = "zero"
+    window_from_degrees = True
 
     def solve(self, problem, degree=None, size=None):
         config, model = problem.config, problem.model
@@ -185,6 +193,7 @@ class ZeroClosure(Closure):
                     "nfev": fine.nfev,
                     "seconds": fine.seconds,
                     "error_scale": ERROR_SCALE,
+                    "closed": closed,
                     **risk_window,
                 },
                 config_hash=config.digest,
@@ -337,6 +346,7 @@ class MatrixModelClosure(FlowClosure):
     of the hierarchy from their moments (estimate: the integration tolerance)."""
 
     name = "matrix-model"
+    resolution = "size"
 
     def legs(self, problem, degree, size):
         stochastic = problem.kappa > 0
@@ -442,6 +452,7 @@ class QuadratureClosure(FlowClosure):
     """
 
     name = "quadrature"
+    resolution = "order"
 
     def legs(self, problem, degree, size):
         M = degree or problem.config.section("truncation")["degree"]

@@ -307,7 +307,7 @@ def figure(data):
 def _theory_curve(ax, name, th, w):
     t, y = np.array(th["t"]), np.array(th["series"][w])
     reached = th["status"] in REACHED
-    until = th["valid_until"] if th["closure"] == "zero" or not reached else t[-1]
+    until = th["valid_until"] if CLOSURES[th["closure"]].window_from_degrees or not reached else t[-1]
     inside = t <= until + 1e-12
     line = figures.theory(ax, t, y, f"{name} ({th['status']})", valid_until=until)
     if (~inside).any():  # where this curve stops vouching
@@ -325,7 +325,7 @@ def _risk_panel(ax, data, markers):
     for th in data["theory"].values():
         t, risk = np.array(th["t"]), np.array(th["derived"]["risk"], dtype=float)
         reached = th["status"] in REACHED
-        until = th["valid_until"] if th["closure"] == "zero" or not reached else t[-1]
+        until = th["valid_until"] if CLOSURES[th["closure"]].window_from_degrees or not reached else t[-1]
         figures.theory(ax, t, risk, None, valid_until=until)
     for d, run in data["sgd"].items():
         figures.measured(ax, run["t"], run["risk"], run["risk_se"], None, marker=markers[d])

@@ -1,5 +1,7 @@
 """The momentgen command: output and error paths."""
 
+import json
+
 import pytest
 
 from momentgen.cli import main
@@ -72,3 +74,15 @@ def test_every_command_describes_itself(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "``" not in capsys.readouterr().out
+
+
+def test_solve_says_a_closed_system_is_exact_from_the_result_not_its_message(tmp_path, capsys):
+    """Issue 27: the summary reads the closure's capabilities and ``extra["closed"]`` (the direct kind's closed
+    system), never the text of the message: a closed run says "exact", a quadrature run names its order."""
+    assert main(["solve", "examples/configs/fig2_direct_h2.toml", "--json", str(tmp_path / "d.json")]) == 0
+    assert "exact (closed system) until" in capsys.readouterr().out
+    assert json.loads((tmp_path / "d.json").read_text())["closed"] is True
+    config = "examples/configs/fig4_linear.toml"
+    args = ["solve", config, "--closure", "quadrature", "--degree", "5", "--json", str(tmp_path / "q.json")]
+    assert main(args) == 0
+    assert "error estimate" in capsys.readouterr().out

@@ -128,7 +128,6 @@ class ModelKind:
     time_symbol = None
     centred = True
     closed = False
-    fast_phase = False
     families = ()
     positive_letters = False  # letters are PSD (an identity init needs c ≥ 0)
     state_names = {}  # the potential's keyword names of the order parameters → their roles ("Q1", "Q2", "m")

@@ -24,7 +24,6 @@ class Untied(ModelKind):
     time_scale = "tau = n eta / d (slow phase; fast phase on t = n eta)"
     time_symbol = "tau"
     centred = False
-    fast_phase = True
     families = (
         Family("beta", -1.0, "effective bias (slaving force)", pairs=False, latex=r"\beta"),
         Family("a1", -2.0, "dPhi/dq1", latex=r"a^{(1)}"),
