@@ -41,6 +41,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse
 
+from . import printers
 from .errors import ModelError, WordError
 from .models import NOISE_FAMILIES, Model
 from .words import parse
@@ -766,21 +767,10 @@ class Program:
     def _noise_rows(self):
         return np.repeat(np.arange(len(self.packed)), np.diff(self.noise_indptr))
 
-    # ---- diagnostics ------------------------------------------------------------------------
+    # ---- diagnostics (`momentgen.printers` prints; these are the documented entry points) ----------------------
     def why(self, word):
-        """The chain of substitutions that brought ``word`` into the state, as text lines.
-
-        The first line is the word, the last the root (an observable or an order
-        parameter the coefficients need).
-        """
-        i = self.index(word)
-        lines = []
-        while self.parent[i] >= 0:
-            p = self.parent[i]
-            lines.append(f"{self.words[i]}  <- term of d/dt mu({self.words[p]}) via {self.symbols[self.via[i]].name}")
-            i = p
-        lines.append(f"{self.words[i]}  <- {self.reason[i]}")
-        return lines
+        """The chain of substitutions that brought ``word`` into the state, as text lines (`printers.why`)."""
+        return printers.why(self, word)
 
     def dropped_in(self):
         """``{dropped word: number of state words whose derivative needs it}``."""
@@ -788,88 +778,20 @@ class Program:
         return dict(zip(self.dropped_words, (int(c) for c in counts)))
 
     def summary(self):
-        """A few lines: words per degree, nnz, dropped words and coefficient symbols."""
-        m = self.model
-        per = ", ".join(f"{w}: {n}" for w, n in self.words_per_degree().items())
-        return "\n".join(
-            [
-                f"{m.kind} model, K = {m.K}, trainable {list(m.trainable)}, degree M = {self.degree}, "
-                f"time {m.time_scale}",
-                f"state words: {len(self.packed)} (per degree {per})",
-                f"terms (nnz): {self.nnz}",
-                f"dropped by the zero closure: {len(self.dropped_packed)} words of degree {self.degree + 1} "
-                f"in {len(self.dropped_symbol)} terms of {len(set(self.dropped_rows()))} state words",
-                *([f"finite-learning-rate terms (quadratic): {len(self.noise_symbol)}"] if self.has_noise else []),
-                "coefficient symbols: " + ", ".join(s.name for s in self.symbols),
-            ]
-        )
+        """A few lines: words per degree, nnz, dropped words and coefficient symbols (`printers.summary`)."""
+        return printers.summary(self)
 
     def to_latex(self, words=None, limit=None):
-        """The derived equations of ``words`` (default: the state words, at most ``limit``) as a LaTeX
-        ``align*`` block in the paper's notation: ``\\dot\\mu_{S_1 S_2} = −Γ_{12} μ_{…} + …``, the
-        coefficients by name (their values come from Φ at the state), terms dropped by the zero
-        closure marked, on the model's time axis."""
-        if words is None:  # the words that move
-            rows = [i for i in range(len(self.packed)) if self.indptr[i + 1] > self.indptr[i]]
-        else:
-            rows = [self.index(w) for w in words]
-        rows = rows[:limit] if limit else rows
-        texts = self.words
-        lines = [
-            f"% {self.model.kind} model, degree M = {self.degree}, time {self.model.time_scale}",
-            r"\begin{align*}",
-        ]
-        for i in rows:
-            terms = self._latex_terms(i, texts)
-            dropped = np.diff(self.dropped_indptr)[i]
-            tail = rf" + \underbrace{{\dots}}_{{{dropped}\ \mathrm{{dropped}}}}" if dropped else ""
-            lines.append(rf"\dot\mu_{{{_latex_word(texts[i])}}} &= {terms or '0'}{tail} \\")
-        lines.append(r"\end{align*}")
-        return "\n".join(lines)
-
-    def _latex_terms(self, i, texts):
-        """One row's terms, grouped by coefficient: ``−Γ_{12} (μ_a + 2 μ_b)``."""
-        groups = {}
-        for j in range(self.indptr[i], self.indptr[i + 1]):
-            symbol = self.symbols[self.symbol[j]]
-            weight = symbol.factor * self.multiplicity[j]
-            groups.setdefault(self.symbol[j], []).append((weight, texts[self.target[j]]))
-        parts = []
-        for s, entries in groups.items():
-            inner = " + ".join(f"{_latex_number(w)}\\mu_{{{_latex_word(t)}}}" for w, t in entries).replace("+ -", "- ")
-            parts.append(rf"{_latex_symbol(self.symbols[s])}\left({inner}\right)")
-        return " + ".join(parts)
+        """The derived equations as a LaTeX ``align*`` block in the paper's notation (`printers.latex`)."""
+        return printers.latex(self, words, limit)
 
     def dropped_rows(self):
         """State index of each dropped term."""
         return np.repeat(np.arange(len(self.packed)), np.diff(self.dropped_indptr))
 
     def graph(self):
-        """The dependency graph as a ``networkx.DiGraph``: word → words its derivative uses.
-
-        Nodes are canonical word texts with attributes ``degree`` and ``dropped`` (True
-        for words cut by the zero closure); edges carry the coefficient ``symbols``.
-        Built on demand: about a microsecond per term. Needs networkx (an optional dependency:
-        ``pip install momentgen[graph]``).
-        """
-        try:
-            import networkx as nx  # noqa: PLC0415 - optional: only this diagnostic needs it
-        except ImportError:
-            raise ModelError("Program.graph() needs networkx: pip install 'momentgen[graph]'") from None
-        g = nx.DiGraph()
-        g.add_nodes_from((w, {"degree": len(w.split()), "dropped": False}) for w in self.words)
-        g.add_nodes_from((w, {"degree": self.degree + 1, "dropped": True}) for w in self.dropped_words)
-        for rows, targets, syms, names in (
-            (self._rows, self.target, self.symbol, self.words),
-            (self.dropped_rows(), self.dropped_target, self.dropped_symbol, self.dropped_words),
-        ):
-            for r, t, s in zip(rows, targets, syms):
-                edge = g.get_edge_data(self.words[r], names[t])
-                if edge is None:
-                    g.add_edge(self.words[r], names[t], symbols={self.symbols[s].name})
-                else:
-                    edge["symbols"].add(self.symbols[s].name)
-        return g
+        """The dependency graph as a ``networkx.DiGraph`` (`printers.graph`)."""
+        return printers.graph(self)
 
 
 def _check_program_arrays(a, n_symbols, model, degree):
@@ -960,33 +882,3 @@ def _unpack_all(alphabet, lengths, packed):
         for i, row in zip(at, alphabet.unpack(packed[at], w)):
             out[i] = tuple(int(c) for c in row)
     return out
-
-
-def _latex_word(text):
-    """``S1 S2^T`` → ``S_1 S_2^{\\top}``."""
-    out = []
-    for letter in text.split():
-        transposed = letter.endswith("^T")
-        base = letter[:-2] if transposed else letter
-        name, index = base.rstrip("0123456789"), base[len(base.rstrip("0123456789")) :]
-        out.append(f"{name}_{{{index}}}" + ("^{\\top}" if transposed else ""))
-    return " ".join(out)
-
-
-def _latex_number(value):
-    if value == 1:
-        return ""
-    if value == -1:
-        return "-"
-    return f"{value:g}\\,"
-
-
-_GREEK = {"Gamma": r"\Gamma", "beta": r"\beta", "gamma": r"\gamma", "a1": "a^{(1)}", "a2": "a^{(2)}"}
-
-
-def _latex_symbol(symbol):
-    """``Gamma[1,2]`` → ``\\Gamma_{12}``; other families keep their name."""
-    base = _GREEK.get(symbol.family, rf"\mathrm{{{symbol.family}}}")
-    if symbol.k is None:
-        return base
-    return base + "_{" + (f"{symbol.k}" if symbol.l is None else f"{symbol.k}{symbol.l}") + "}"
