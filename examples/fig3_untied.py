@@ -117,7 +117,7 @@ def figure(data):
         color, theory = f"C{i}", np.asarray(p["theory"])
         note = NOTES.get(activation, "")
         figures.theory(ax, p["t"], theory, f"{activation}: quadrature closure (d = ∞){note}", color=color,
-                       ls=("-", ":", "--")[i], lw=2.2 - 0.4 * i)  # fmt: skip
+                       ls=("-", "--", "-.")[i], lw=2.2 - 0.4 * i)  # fmt: skip
         band = np.array([np.nan if e is None else e for e in p["estimate"]], float) * np.maximum(1.0, np.abs(theory))
         ax.fill_between(p["t"], theory - band, theory + band, color=color, alpha=0.2, lw=0, zorder=1)
         figures.measured(ax, p["t"], p["sgd"], None, f"{activation}: online SGD, d = {data['d']}", color=color,

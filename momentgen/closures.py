@@ -61,12 +61,19 @@ class Closure:
 
     Capabilities callers read instead of testing names: ``resolution`` (what ``size``/``degree`` sets, in
     words), ``window_from_degrees`` (its ``valid_until`` compares degrees M and M − 2, so a curve past it
-    is extrapolation; a flow closure's curve stays realisable past its window).
+    is extrapolation; a flow closure's curve stays realisable past its window), `carries_finite_lr`
+    (whether it can solve a model with κ > 0) and ``companion`` (the closure `momentgen.verification`
+    cross-checks it with).
     """
 
     name = None
     resolution = "degree"
     window_from_degrees = False
+    companion = "zero"
+
+    def carries_finite_lr(self, model):
+        """Whether this closure solves ``model`` with the finite-learning-rate term (κ > 0)."""
+        return True
 
     def solve(self, problem, degree=None, size=None):
         raise NotImplementedError
@@ -148,6 +155,7 @@ class ZeroClosure(Closure):
 
     name = "zero"
     window_from_degrees = True
+    companion = "quadrature"
 
     def solve(self, problem, degree=None, size=None):
         config, model = problem.config, problem.model
@@ -453,6 +461,11 @@ class QuadratureClosure(FlowClosure):
 
     name = "quadrature"
     resolution = "order"
+
+    def carries_finite_lr(self, model):
+        """Only a closed hierarchy (solved by the zero closure): the Itô pair term is not a drift of the
+        compressed letters."""
+        return model.family.closed
 
     def legs(self, problem, degree, size):
         M = degree or problem.config.section("truncation")["degree"]

@@ -154,15 +154,15 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
 
 def _with_kappa(config, specs, dims):
     """(closure, M, d, κ) for every spec: κ = 0 only, or — with ``finite_lr`` — also each SGD run's own
-    κ = lr·d/batch (for a theory started from d's matrices, that d's; the quadrature closure cannot
-    carry the term)."""
+    κ = lr·d/batch (for a theory started from d's matrices, that d's) for the closures that carry the term
+    (`Closure.carries_finite_lr`)."""
     if not config.kappa:
         return [(*spec, 0.0) for spec in specs]
     sgd = config.section("sgd")
     out = []
     for closure, M, d in specs:
         out.append((closure, M, d, 0.0))
-        if closure == "quadrature" and not config.model.family.closed:
+        if not CLOSURES[closure].carries_finite_lr(config.model):
             continue
         for dim in dims if d is None else (d,):
             out.append((closure, M, d, sgd["lr"] * dim / sgd["batch"]))

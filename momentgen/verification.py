@@ -50,7 +50,7 @@ import scipy.stats
 
 from . import figures as style
 from .arguments import int_list, seed_list
-from .closures import solve_with_closure
+from .closures import CLOSURES, solve_with_closure
 from .config import ConfigError, parse_config
 from .errors import ModelError, MomentgenError, shown
 from .files import PAPER_FORMATS, provenance, save_figure, write_csv, write_json
@@ -463,20 +463,17 @@ def _closure(config, explicit, curve_kappa, say):
     A closure that cannot carry the finite-learning-rate term the configuration asks for: ``cannot``."""
     name = config.section("truncation")["closure"]
     say(f"closure check: the {name} closure")
-    try:
-        theory = solve_with_closure(config, kappa=curve_kappa)
-    except ModelError as error:
-        if "finite-learning-rate" not in str(error):
-            raise
+    if curve_kappa > 0 and not CLOSURES[name].carries_finite_lr(config.model):
         message = (
             f"the {name} closure cannot carry the finite-learning-rate term that [integrate] finite_lr = true "
             f"asks for (κ = {curve_kappa:.3g}): verify with --closure matrix-model, or set finite_lr = false "
             "to verify the κ → 0 curve"
         )
         return {"passed": None, "cannot": True, "message": message, "closure": name}, None
+    theory = solve_with_closure(config, kappa=curve_kappa)
     T = config.section("integrate")["T"]
     note = ""
-    if not explicit and name == "zero" and _window(theory) < T - 1e-12:
+    if not explicit and CLOSURES[name].window_from_degrees and _window(theory) < T - 1e-12:
         chosen = "quadrature" if curve_kappa == 0 or config.model.family.closed else "matrix-model"
         overrides = {"closure": chosen, **({"degree": _quadrature_degree(config)} if chosen == "quadrature" else {})}
         note = (
@@ -489,7 +486,7 @@ def _closure(config, explicit, curve_kappa, say):
     reached = theory.status in REACHED
     window = _window(theory) if reached else float(theory.t[-1])
     passed = reached and window >= T - 1e-12
-    fix = " (use --closure quadrature for the whole curve)" if name == "zero" else ""
+    fix = " (use --closure quadrature for the whole curve)" if CLOSURES[name].window_from_degrees else ""
     if not reached:
         message = f"the {name} closure stopped at t = {theory.t[-1]:.4g}{fix}: {theory.status} ({theory.message})"
     elif not passed:
@@ -513,19 +510,15 @@ def _closure(config, explicit, curve_kappa, say):
 def _cross_check(config, theory, say):
     name = theory.closure
     words = [w for w in _observables(config) if w in theory.series]
-    if name == "zero":
-        other_name, degree = "quadrature", _quadrature_degree(config)
-    else:
-        other_name, degree = "zero", config.section("truncation")["degree"]
+    other_name = CLOSURES[name].companion
+    degree = _quadrature_degree(config) if other_name == "quadrature" else config.section("truncation")["degree"]
     say(f"cross-check: the {other_name} closure")
     try:
-        try:
-            other = solve_with_closure(config, other_name, degree=degree, kappa=theory.kappa)
-        except ModelError as error:  # it cannot carry the finite-learning-rate term: compare both without it
-            if "finite-learning-rate" not in str(error):
-                raise
+        if theory.kappa > 0 and not CLOSURES[other_name].carries_finite_lr(config.model):  # both without the term
             other = solve_with_closure(config, other_name, degree=degree, kappa=0.0)
             theory = solve_with_closure(config, kappa=0.0)
+        else:
+            other = solve_with_closure(config, other_name, degree=degree, kappa=theory.kappa)
     except MomentgenError as error:  # the second closure is a cross-check, not the verified curve
         return {"passed": None, "message": f"not run: the {other_name} closure could not start ({error})"}
     # compared on the times both reached and both vouch for (either may have stopped early)
@@ -553,7 +546,7 @@ def _cross_check(config, theory, say):
 
 
 def _window(result):
-    if result.closure == "zero":
+    if CLOSURES[result.closure].window_from_degrees:
         return result.valid_until
     return float(result.t[-1]) if result.status in REACHED else result.valid_until
 
@@ -561,7 +554,7 @@ def _window(result):
 def _bound_at(result, validity_tol, t):
     """The closure's own error bound (relative) at times ``t``: the zero closure's validity_tol inside its
     window, a flow closure's running estimate (the integration tolerance where it has none)."""
-    if result.closure == "zero":
+    if CLOSURES[result.closure].window_from_degrees:
         return np.full(len(t), validity_tol)
     estimate = result.error_series.get("estimate")
     return np.full(len(t), 1e-6) if estimate is None else np.interp(t, result.t, np.asarray(estimate, float))
