@@ -7,7 +7,7 @@ export OPENBLAS_NUM_THREADS = 1
 export OMP_NUM_THREADS = 1
 export MKL_NUM_THREADS = 1
 
-.PHONY: install lint test test-slow bench bench-smoke examples demo clean verify-campaign
+.PHONY: install lint test test-slow bench bench-smoke examples redraw-figures demo clean verify-campaign
 
 STAMP    = $(VENV)/.installed
 
@@ -55,6 +55,10 @@ examples: install
 	$(BIN)/python examples/finite_lr.py --out out/examples
 	$(BIN)/python examples/multihead.py --out out/examples
 	$(BIN)/python examples/schedules.py --out out/examples
+
+# Draw docs/figures again from their JSON with the current figure code (no computation repeated).
+redraw-figures: install
+	$(BIN)/python examples/redraw_figures.py
 
 demo: install
 	$(BIN)/momentgen generate-truncation examples/configs/fig4_linear.toml --out out/demo/fig4_linear.py

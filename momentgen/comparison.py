@@ -275,7 +275,7 @@ def figure(data):
     n = len(words) + (1 if fast else 0) + (1 if risk else 0)
     fig, row = figures.new_figure(n, width=4.2, height=3.9)
     axes = [row]
-    markers = dict(zip(data["d"], figures.MARKERS))
+    markers = dict(zip(map(str, data["d"]), figures.MARKERS))  # keyed as in the JSON: by str(d)
     for ax, w in zip(axes[0], words):
         windows = [_theory_curve(ax, name, th, w) for name, th in data["theory"].items()]
         horizon = max(max(th["t"]) for th in data["theory"].values())
@@ -283,7 +283,7 @@ def figure(data):
             ax.axvspan(max(windows), horizon, color="0.92", zorder=0, lw=0, label="beyond every window")
         for d, run in data["sgd"].items():
             t, mean, spread = np.array(run["t"]), np.array(run["mean"][w]), np.array(run["spread"][w])
-            figures.measured(ax, t, mean, spread, f"online SGD, d = {d} (±1 sd)", marker=markers[d])
+            figures.measured(ax, t, mean, spread, f"online SGD, d = {d} (±1 sd)", marker=markers[str(d)])
         for d, flow in data["flow"].items():
             figures.measured(ax, flow["t"], flow["series"][w], None, f"matrix flow, d = {d}", marker="x", color="C7")
         ax.set(ylim=_limits(data, w))
@@ -328,7 +328,7 @@ def _risk_panel(ax, data, markers):
         until = th["valid_until"] if CLOSURES[th["closure"]].window_from_degrees or not reached else t[-1]
         figures.theory(ax, t, risk, None, valid_until=until)
     for d, run in data["sgd"].items():
-        figures.measured(ax, run["t"], run["risk"], run["risk_se"], None, marker=markers[d])
+        figures.measured(ax, run["t"], run["risk"], run["risk_se"], None, marker=markers[str(d)])
     figures.finish(ax, figures.time_label(data["time_scale"]), "population risk", "risk (log scale)", False, True)
 
 
