@@ -156,7 +156,8 @@ def verify(
     plan = _plan(config, start, (d1, d2), seeds, steps, kappa, budget, n_jobs, theory_seconds, say)
     d1, d2 = plan["dims"]
     checks, figures = {}, {}
-    checks["drift"], figures["drift"] = _guarded(_drift, config, start, (d1, d2), kappa, curve_kappa, plan, say)
+    drift_dims = tuple(plan["drift_dims"])
+    checks["drift"], figures["drift"] = _guarded(_drift, config, start, drift_dims, kappa, curve_kappa, plan, say)
     checks["closure"] = closure_check
     if chosen is not None:
         chosen_config, theory = chosen
@@ -230,14 +231,17 @@ def _reporter(progress):
 
 
 def _plan(config, start, dims, seeds, steps, kappa, budget, n_jobs, theory_seconds, say):
-    """{"dims", "seeds", "steps", "budget", "estimated_s"}: what the legs will run. Without a budget, what
-    was asked for. With one, SGD's cost per step is measured at each d (20 steps) and the plan is cut to
-    fit: a quarter of the budget for the drift steps, the rest for the seeds — each an SGD run at both d
-    and the closure from both starts (``theory_seconds`` each, measured) — which run on ``n_jobs``
-    processes (default 2); where even 3 seeds and `MIN_STEPS` drift steps do not fit, the dimensions are
-    halved (down to d₁ ≥ 25; not for a from-file state, whose d is fixed). A budget below the smallest
-    plan is a `ConfigError` that says what it would need."""
-    plan = {"dims": list(dims), "seeds": list(seeds), "steps": steps, "budget": budget, "estimated_s": None}
+    """{"dims", "drift_dims", "seeds", "steps", "budget", "estimated_s"}: what the legs will run. Without a
+    budget, what was asked for. With one, SGD's cost per step is measured at each d (20 steps) and the plan
+    is cut to fit: a quarter of the budget for the drift steps, the rest for the seeds — each an SGD run at
+    both d and the closure from both starts (``theory_seconds`` each, measured) — which run on ``n_jobs``
+    processes (default 2); where even 3 seeds (or `MIN_STEPS` drift steps) do not fit, the finite-d leg's
+    (or the drift's) dimensions are halved (down to d₁ ≥ 25; not for a from-file state, whose d is fixed).
+    The drift's cost does not grow with the horizon T, so a long horizon shrinks only the finite-d leg's d
+    (the drift's 1/d extrapolation from d = 50, 100 is off by O(1/d²): measured 6 SE on fig2_tied_h2).
+    A budget below the smallest plan is a `ConfigError` that says what it would need."""
+    plan = {"dims": list(dims), "drift_dims": list(dims), "seeds": list(seeds), "steps": steps, "budget": budget}
+    plan["estimated_s"] = None
     if budget is None:
         return plan
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0:
@@ -245,6 +249,7 @@ def _plan(config, start, dims, seeds, steps, kappa, budget, n_jobs, theory_secon
     workers, candidates = n_jobs or 2, [dims]
     while not start.fixed and candidates[-1][0] // 2 >= 25:
         candidates.append((candidates[-1][0] // 2, candidates[-1][1] // 2))
+    drift = None  # (dims, steps, seconds): the largest d whose drift steps fit — the drift does not depend on T
     for trial in candidates:
         try:  # a smaller d has longer steps: its SGD must still resolve a grid of at least 2 points
             _check_sgd_runs(config, trial, kappa)
@@ -252,12 +257,14 @@ def _plan(config, start, dims, seeds, steps, kappa, budget, n_jobs, theory_secon
             break
         drift_cost, per_seed = _costs(config, start, trial, kappa, theory_seconds)
         drift_steps = int(min(steps, 0.25 * budget / drift_cost))
+        if drift is None and drift_steps >= MIN_STEPS:
+            drift = (trial, drift_steps, drift_steps * drift_cost)
         n_seeds = int(min(len(seeds), 0.75 * budget * workers / per_seed))
-        if drift_steps >= MIN_STEPS and n_seeds >= 3:
-            plan.update(dims=list(trial), seeds=list(seeds)[:n_seeds], steps=drift_steps)
-            plan["estimated_s"] = drift_steps * drift_cost + n_seeds * per_seed / workers
-            say(f"plan for {budget:g} s: d = {trial[0]}, {trial[1]}, {n_seeds} seeds, {drift_steps} drift steps "
-                f"(SGD ≈ {plan['estimated_s']:.0f} s)")  # fmt: skip
+        if drift is not None and n_seeds >= 3:
+            plan.update(dims=list(trial), drift_dims=list(drift[0]), seeds=list(seeds)[:n_seeds], steps=drift[1])
+            plan["estimated_s"] = drift[2] + n_seeds * per_seed / workers
+            say(f"plan for {budget:g} s: drift at d = {drift[0][0]}, {drift[0][1]} ({drift[1]} steps); finite-d leg at "
+                f"d = {trial[0]}, {trial[1]}, {n_seeds} seeds (SGD ≈ {plan['estimated_s']:.0f} s)")  # fmt: skip
             return plan
     smallest = MIN_STEPS * drift_cost + 3 * per_seed / workers
     raise ConfigError(
