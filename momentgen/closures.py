@@ -522,9 +522,7 @@ class QuadratureClosure(FlowClosure):
             return None
         pairs = traciality_pairs(model)
         probes = [w for x, y in pairs for w in ((x, x, y), (x, y, x))]
-        parts = model.family.factor_parts(representation.letters, 1e-12)
-        for code, root in representation.roots.items():  # exact roots keep the layer's tiny eigenvalues
-            parts[model.alphabet.index(code) - 1] = root
+        parts = model.family.factor_parts(representation.letters, 1e-12, representation.roots)
         run = run_flow(
             model,
             parts,

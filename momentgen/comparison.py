@@ -18,7 +18,7 @@ import numpy as np
 from . import figures
 from .closures import CLOSURES, solve_with_closure
 from .config import parse_config
-from .files import provenance, write_csv
+from .files import write_csv
 from .matrices import initial_factors
 from .parallel import run_tasks
 from .problem import Problem
@@ -146,9 +146,9 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "compare.csv", list(table[0]) if table else [], ([row[k] for k in row] for row in table))
-    figures.save(figure(data), out / "compare.png", data, config, formats=("png", "svg", "pdf"), dpi=110,
-                 drawn_by="compare_figure")  # fmt: skip
-    data["provenance"] = provenance(config)
+    saved = figures.save(figure(data), out / "compare.png", data, config, formats=("png", "svg", "pdf"), dpi=110,
+                         drawn_by="compare_figure")  # fmt: skip
+    data["provenance"] = saved["provenance"]
     return data
 
 

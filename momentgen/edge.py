@@ -32,6 +32,7 @@ from functools import lru_cache
 
 import numpy as np
 from scipy.integrate import quad
+from scipy.linalg import eigh_tridiagonal
 
 from .errors import ModelError
 from .representation import Component, free_poisson_jacobi
@@ -106,9 +107,7 @@ def _edge_rule(law, n, step, depth):
 def _window(law, N):
     """ε: `EDGE_WINDOW` times the distance from the edge of the smallest node of the law's N-point Gauss rule
     (at most a quarter of the support)."""
-    alpha, beta = law.recurrence(N)
-    off = np.sqrt(beta[1:])
-    smallest = np.linalg.eigvalsh(np.diag(alpha) + np.diag(off, 1) + np.diag(off, -1))[0]
+    smallest = _gauss_rule(*law.recurrence(N))[0][0]
     return min(EDGE_WINDOW * (smallest - law.lower), (law.upper - law.lower) / 4)
 
 
@@ -133,9 +132,9 @@ def _layer(law, window, step, depth):
             continue
         basis = np.zeros(2 * CELL_POINTS)
         alpha, beta = _modified_chebyshev(moments, basis, basis, CELL_POINTS)
-        y, vectors = np.linalg.eigh(np.diag(alpha) + np.diag(np.sqrt(beta[1:]), 1) + np.diag(np.sqrt(beta[1:]), -1))
+        y, w = _gauss_rule(alpha, beta)
         nodes.extend(a + hi * y)
-        weights.extend(beta[0] * vectors[0] ** 2)
+        weights.extend(w)
     return np.array(nodes), np.array(weights)
 
 
@@ -155,12 +154,16 @@ def _remainder_gauss(law, x_layer, w_layer, N):
     alpha, beta = _modified_chebyshev(modified, alpha_law, beta_law, N)
     if not (np.all(np.isfinite(alpha)) and np.all(np.isfinite(beta)) and np.all(beta > 0)):
         return None
-    off = np.sqrt(beta[1:])
-    nodes, vectors = np.linalg.eigh(np.diag(alpha) + np.diag(off, 1) + np.diag(off, -1))
-    weights = beta[0] * vectors[0] ** 2
+    nodes, weights = _gauss_rule(alpha, beta)
     if nodes[0] <= x_layer.max() or nodes[-1] > law.upper or not np.all(weights > 0):
         return None
     return nodes, weights
+
+
+def _gauss_rule(alpha, beta):
+    """Nodes and weights of the Gauss rule of the monic recurrence (α, β) (β₀ the total mass): Golub–Welsch."""
+    nodes, vectors = eigh_tridiagonal(alpha, np.sqrt(beta[1:]))
+    return nodes, beta[0] * vectors[0] ** 2
 
 
 def _modified_chebyshev(m, a, b, N):

@@ -100,12 +100,14 @@ def place_legend(ax, fontsize=8):
     head-room above the data (a linear y axis grows by a half, a log one by two decades); if that still
     covers data, below the axes, under the x label (`save` keeps it: tight bounding box)."""
     legend = ax.legend(fontsize=fontsize, loc="best", framealpha=0.85)
+    _draw(ax.figure)
     if not _covered_points(ax, legend):
         return legend
     low, high = ax.get_ylim()
     ax.set_ylim(low, high * 100 if ax.get_yscale() == "log" else high + 0.5 * (high - low))
     legend.remove()
     legend = ax.legend(fontsize=fontsize, loc="best", framealpha=0.85)
+    _draw(ax.figure)
     if _covered_points(ax, legend):
         ax.set_ylim(low, high)
         legend.remove()
@@ -115,8 +117,7 @@ def place_legend(ax, fontsize=8):
 
 def _covered_points(ax, legend):
     """How many data points of the axes' lines and markers, and tops of its bars, lie inside the legend's box
-    (display coordinates)."""
-    _draw(ax.figure)
+    (display coordinates, of the figure as last drawn: `_draw` it first)."""
     box = legend.get_window_extent()
     count = 0
     points = [np.asarray(line.get_xydata(), float) for line in ax.get_lines()]
@@ -165,7 +166,7 @@ def save(figure, path, data, config=None, formats=("png",), dpi=120, drawn_by="f
     """Write ``figure`` (``path``, one file per format) and its numbers ``data`` as ``path.json``, atomically,
     with `momentgen.files.provenance`, ``figure_checks`` (the `layout_problems`, empty when the figure reads
     well) and ``drawn_by``: the function of the example that draws it from ``data`` (tests/test_figures.py
-    redraws it). Returns the problems."""
+    redraws it). Returns what the JSON holds (its ``provenance`` included)."""
     import pathlib  # noqa: PLC0415
 
     from .files import provenance, save_figure, write_json  # noqa: PLC0415 - files imports no figures
@@ -175,7 +176,7 @@ def save(figure, path, data, config=None, formats=("png",), dpi=120, drawn_by="f
     save_figure(figure, path, formats=formats, dpi=dpi, bbox_inches="tight")
     sidecar = {**data, "drawn_by": drawn_by, "figure_checks": problems, "provenance": provenance(config)}
     write_json(path.with_suffix(".json"), sidecar)
-    return problems
+    return sidecar
 
 
 def draw_again(data, root):

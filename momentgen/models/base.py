@@ -329,8 +329,10 @@ class ModelKind:
         """{letter code: smallest non-zero eigenvalue} of finite factors' positive letters (Radau nodes)."""
         return {}
 
-    def factor_parts(self, letters, tol):
-        """Factors (this kind's layout) of compressed letter matrices, so the flow moves factors."""
+    def factor_parts(self, letters, tol, roots=None):
+        """Factors (this kind's layout) of compressed letter matrices, so the flow moves factors; ``roots``:
+        {letter code: exact root factor} to use instead of one computed from the letter
+        (`momentgen.representation.Representation.roots`)."""
         raise ModelError(f"the {self.name} model's hierarchy is closed: it needs no quadrature representation")
 
     def __repr__(self):

@@ -166,8 +166,9 @@ class Tied(ModelKind):
             out[code] = float(alive.min()) if alive.size else 0.0
         return out
 
-    def factor_parts(self, letters, tol):
-        return [psd_root(X, tol) for X in letters]
+    def factor_parts(self, letters, tol, roots=None):
+        roots = roots or {}
+        return [roots[code] if code in roots else psd_root(X, tol) for code, X in enumerate(letters)]
 
 
 TIED = Tied()

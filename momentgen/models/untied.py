@@ -262,8 +262,9 @@ class Untied(ModelKind):
         passengers = [c for c in codes if c not in generators]
         return gram_component(generators, self.transpose_table(k), exact_oracle, n, tol, passengers)
 
-    def factor_parts(self, letters, tol):
-        """(U, V) with [[A, M], [Mᵀ, B]] = [U; V][U; V]ᵀ: the compressed block is PSD like the true one."""
+    def factor_parts(self, letters, tol, roots=None):
+        """(U, V) with [[A, M], [Mᵀ, B]] = [U; V][U; V]ᵀ: the compressed block is PSD like the true one.
+        An untied letter has no exact root (``roots`` is for one-letter laws, `ModelKind.spectral_law`)."""
         parts = []
         for i in range(0, len(letters), 4):
             M, A, B = letters[i], letters[i + 2], letters[i + 3]
