@@ -2,15 +2,13 @@
 
 MATH.md §12's case: tied, mse(h1), a square Wishart student of scale 0.8 against a teacher 1.5 I, t ∈ [0, 5]
 (exact risk 2.3 → 1.1e-6, each Marchenko–Pastur eigenvalue on its logistic flow, integrated by adaptive
-quadrature — `tests/test_risk.py::exact_risk`). The quadrature closure at degrees 13 and 25 in the same run
+quadrature — `momentgen.oracles.solvable_tied_risk`). The quadrature closure at degrees 13 and 25 in the same run
 twice: the plain Gauss / Gauss–Radau / n − 1 legs (the baseline, forced by switching `layered_index` off)
 and the edge-adapted rule of `momentgen.edge`. Columns: the risk's relative error at t = 0.5 / 1 / 1.5 / 2
 / 3 / 5, its largest relative estimate, ``risk_valid_until``, seconds, and the cost ratio layer/baseline.
 Run: ``python benchmarks/bench_edge.py`` (part of ``make bench``; a few seconds).
 """
 
-import pathlib
-import sys
 from unittest import mock
 
 import numpy as np
@@ -19,16 +17,23 @@ from common import pick, timed
 from momentgen import closures
 from momentgen.api import solve
 from momentgen.config import parse_config
+from momentgen.oracles import solvable_tied_risk
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from tests.test_risk import HARD_EDGE, SOLVABLE, exact_risk  # noqa: E402 - the exact risk lives with its tests
+#: MATH.md §12's hard-edge case (tests/test_risk.py's HARD_EDGE at the quadrature closure).
+HARD_EDGE = {
+    "model": {"kind": "tied", "K": 2, "trainable": [1]},
+    "loss": {"builtin": "mse", "activation": "h1"},
+    "init": {"1": {"kind": "gaussian", "scale": 0.8}, "2": {"kind": "identity", "c": 1.5}},
+    "truncation": {"degree": 13, "observables": ["S1 S1", "S1 S2"], "closure": "quadrature"},
+    "integrate": {"T": 5.0, "points": 26},
+}
 
 TIMES = pick((0.5, 1.0, 1.5, 2.0, 3.0, 5.0), (0.4, 1.0))
 
 
 def run(degree, layered):
     horizon = pick({}, {"integrate": {"T": 1.0, "points": 6}})
-    config = parse_config({**HARD_EDGE, "truncation": {**SOLVABLE["truncation"], "degree": degree}, **horizon})
+    config = parse_config({**HARD_EDGE, "truncation": {**HARD_EDGE["truncation"], "degree": degree}, **horizon})
     if layered:
         return timed(solve, config)
     with mock.patch.object(closures, "layered_index", lambda *args: None):
@@ -42,7 +47,7 @@ def main():
         for layered in (False, True):
             solve(parse_config({**HARD_EDGE, "integrate": {"T": 0.1, "points": 2}}))  # warm caches and kernels
             result, seconds[layered] = run(degree, layered)
-            relative = np.abs(np.asarray(result.derived["risk"]) / exact_risk(result.t, 1.5, 0.8) - 1)
+            relative = np.abs(np.asarray(result.derived["risk"]) / solvable_tied_risk(result.t, 1.5, 0.8) - 1)
             picked = [relative[np.argmin(np.abs(result.t - s))] for s in TIMES]
             estimate = max((e for e in result.error_series["risk_relative"] if e is not None), default=None)
             print(

@@ -5,16 +5,15 @@ theory, and Gaussian identities on finite matrices for the SGD side (for symmetr
 ``Var(xᵀAx) = 2 Tr A²``; for any A, ``E[(xᵀAx)²] = (Tr A)² + Tr(AAᵀ) + Tr(A²)``).
 """
 
-import warnings
-
 import numpy as np
 import pytest
-from scipy.integrate import IntegrationWarning, quad
 
 import momentgen as mg
 from momentgen.config import parse_config
 from momentgen.losses import builtin
 from momentgen.models import Model
+from momentgen.oracles import solvable_tied_average as exact_moment
+from momentgen.oracles import solvable_tied_risk as exact_risk
 from momentgen.reference import RiskProbe
 
 from .test_quadrature import SOLVABLE as QUADRATURE_SOLVABLE
@@ -32,38 +31,6 @@ HARD_EDGE = {
     "init": {"1": {"kind": "gaussian", "scale": 0.8}, "2": {"kind": "identity", "c": 1.5}},
     "integrate": {"T": 5.0, "points": 26},
 }
-
-
-def exact_moment(t, power, c=1.0, sigma=1.0, rate=1.0):
-    """τ(f(S(t))) with f = (x − c)² (``power = "risk"``, times 2: the risk) or x^power, each Marchenko–Pastur
-    eigenvalue (rate ≥ 1, jump σ²) on its logistic flow (MATH.md §6, §12), integrated in v = √(x − a) (the
-    density ∝ (x − a)^{∓1/2} at the edge a becomes smooth) by adaptive quadrature with breakpoints around the
-    edge layer x − a ~ c e^{−4ct}, where the last eigenvalues escape — a fixed rule has a smallest node and
-    misses the e^{−2ct} tail. Reproduces MATH.md §12's 0.171 / 3.8e-2 / 8.5e-3 / 4.3e-4 / 1.1e-6 at t = 1 /
-    1.5 / 2 / 3 / 5 (c = 1.5, σ = 0.8)."""
-    jump = sigma**2
-    a, b = jump * (1 - np.sqrt(rate)) ** 2, jump * (1 + np.sqrt(rate)) ** 2
-    values = []
-    for s in np.atleast_1d(np.asarray(t, dtype=float)):
-        E = np.exp(-4 * c * s)
-
-        def integrand(v, E=E):
-            x = a + v * v
-            lam = c * x / (x + (c - x) * E)
-            f = 2 * (lam - c) ** 2 if power == "risk" else lam**power
-            return f * np.sqrt(max((b - x) * (x - a), 0.0)) / (np.pi * jump * x) * v
-
-        layer = np.sqrt(c * E)
-        points = [p for p in (layer / 10, layer, 10 * layer) if p < np.sqrt(b - a)]
-        with warnings.catch_warnings():  # QUADPACK's roundoff notice at 1e-9: the values match §12's to 3 digits
-            warnings.simplefilter("ignore", IntegrationWarning)
-            values.append(quad(integrand, 0, np.sqrt(b - a), points=points, limit=400, epsabs=1e-30, epsrel=1e-9)[0])
-    return np.array(values)
-
-
-def exact_risk(t, c=1.0, sigma=1.0, rate=1.0):
-    """2 τ((S(t) − c)²) on the solvable case (`exact_moment`)."""
-    return exact_moment(t, "risk", c, sigma, rate)
 
 
 def test_the_theory_risk_is_phi_along_the_curve_on_the_solvable_case():
