@@ -146,7 +146,7 @@ def _derived(problem, series, means):
     model = problem.model
     out = {"risk": theory_risk(problem, series, means)}
     if model.K >= 2:
-        out.update(model.family.derived(lambda word: np.asarray(series[canonical(word, model.kind)]), model.K))
+        out.update(model.family.derived(lambda word: np.asarray(series[canonical(word, model)]), model.K))
     return out
 
 
@@ -169,7 +169,7 @@ class ZeroClosure(Closure):
             fast = fast or fast_m
             closed = closed_m if m == M else closed
         fine = runs[M]
-        chosen = fine.words if observables == "all" else [canonical(w, model.kind) for w in observables]
+        chosen = fine.words if observables == "all" else [canonical(w, model) for w in observables]
         words = list(dict.fromkeys(chosen + [w for w in fine.words if len(w.split()) <= 2]))
         series = {w: fine.series(w) for w in words}
         message = fine.message
@@ -414,7 +414,11 @@ class MatrixModelClosure(FlowClosure):
         if isinstance(seed, range):  # an ensemble of draws
             return run_ensemble(problem, size, seed, means)
         model = problem.model
-        factors = problem.factors if size == "given" else law_factors(model, problem.specs, size, seed=seed)
+        factors = (
+            problem.factors
+            if size == "given"
+            else law_factors(model, problem.specs, size, seed=seed, data=problem.data)
+        )
         if problem.kappa > 0:  # the finite-learning-rate term: the stochastic matrix model
             return run_stochastic(
                 model,
@@ -424,6 +428,7 @@ class MatrixModelClosure(FlowClosure):
                 codes=problem.word_codes,
                 texts=problem.words,
                 seed=seed,
+                sigma=problem.sigma_of(factors),
             )
         return problem.matrix_flow(factors, means, spectra=_spectra_request(problem, trace_spectrum))
 
@@ -431,6 +436,13 @@ class MatrixModelClosure(FlowClosure):
 #: The edge layer of the reported leg, and the coarser, shallower one it is compared with (`momentgen.edge`).
 EDGE = (EDGE_STEP, EDGE_DEPTH)
 COARSE_EDGE = (2 * EDGE_STEP, EDGE_DEPTH - 4.0)
+#: The same for the layer of a data covariance Σ (MATH.md §10): half the step, because a direction λ of Σ is learned
+#: at the rate 4λ^{2+b}c t, so the front that crosses the layer is 1/(2 + b) ≤ ½ wide in log λ where a Wishart edge's
+#: linear flow gives a front of width 1; and a layer reaching over most of the support (`DATA_REACH`), because a
+#: power law is scale-free and the front crosses every scale of it slowly (a power of t), not only the edge.
+DATA_REACH = 0.9
+DATA_EDGE = (EDGE_STEP / 2, EDGE_DEPTH, DATA_REACH)
+DATA_COARSE_EDGE = (EDGE_STEP, EDGE_DEPTH - 4.0, DATA_REACH)
 
 
 class QuadratureClosure(FlowClosure):
@@ -465,17 +477,21 @@ class QuadratureClosure(FlowClosure):
     def carries_finite_lr(self, model):
         """Only a closed hierarchy (solved by the zero closure): the Itô pair term is not a drift of the
         compressed letters."""
-        return model.family.closed
+        return model.family.closes(model)
 
     def legs(self, problem, degree, size):
         M = degree or problem.config.section("truncation")["degree"]
         n = (M - 1) // 2
         if n < 1:
             raise ModelError(f"the quadrature closure needs degree M ≥ 3 (order n = ⌊(M − 1)/2⌋ ≥ 1), got M = {M}")
-        if problem.factors is None and layered_index(problem.model, problem.specs, EDGE) is not None:
-            legs = {"fine": (n, "gauss", EDGE), "layer": (n, "gauss", COARSE_EDGE)}
+        layered = (
+            None if problem.factors is not None else layered_index(problem.model, problem.specs, EDGE, problem.data)
+        )
+        if layered is not None:
+            fine, coarse = (DATA_EDGE, DATA_COARSE_EDGE) if layered == 0 else (EDGE, COARSE_EDGE)
+            legs = {"fine": (n, "gauss", fine), "layer": (n, "gauss", coarse)}
             if n >= 2:
-                legs["coarse"] = (n - 1, "gauss", EDGE)
+                legs["coarse"] = (n - 1, "gauss", fine)
             return f"quadrature closure of order n = {n} with an edge layer", legs
         legs = {"fine": (n, "gauss", None), "radau": (n, "radau", None)}
         if n >= 2:
@@ -498,7 +514,7 @@ class QuadratureClosure(FlowClosure):
         )
 
     def solve(self, problem, degree=None, size=None):
-        if problem.family.closed:
+        if problem.family.closes(problem.model):
             return ZeroClosure().solve(problem, degree)
         if problem.kappa > 0:
             raise ModelError(
@@ -511,18 +527,25 @@ class QuadratureClosure(FlowClosure):
     def run(self, problem, resolution, means):
         n, variant, edge = resolution
         model = problem.model
-        oracle = None if problem.factors is None else matrix_moments(model, problem.factors)
+        oracle = (
+            None
+            if problem.factors is None
+            else matrix_moments(model, problem.factors, problem.sigma_of(problem.factors))
+        )
         codes = problem.word_codes
         read = {c for word in codes if len(word) > 1 for c in word}
         generators = set(model.family.driving_letters(model)) | read  # letters read only alone ride along
         representation = initial_representation(
-            model, problem.specs, n, oracle, generators=generators, variant=variant, edge=edge
+            model, problem.specs, n, oracle, generators=generators, variant=variant, edge=edge, data=problem.data
         )
         if representation is None:
             return None
         pairs = traciality_pairs(model)
         probes = [w for x, y in pairs for w in ((x, x, y), (x, y, x))]
-        parts = model.family.factor_parts(representation.letters, 1e-12, representation.roots)
+        letters, sigma = representation.letters, None
+        if model.sigma:  # Σ is a fixed letter of the flow, not a factor
+            letters, sigma = letters[: model.sigma_code], letters[model.sigma_code]
+        parts = model.family.factor_parts(letters, 1e-12, representation.roots)
         run = run_flow(
             model,
             parts,
@@ -533,6 +556,7 @@ class QuadratureClosure(FlowClosure):
             read=vector_moments,
             probes=probes,
             spectra=_spectra_request(problem, vector_spectrum),
+            sigma=sigma,
         )
         defect = np.abs(run.probes[:, 0::2] - run.probes[:, 1::2]).max(axis=1) if probes else np.zeros(len(run.t))
         run.info["error_series"] = {"traciality_defect": defect}

@@ -34,7 +34,7 @@ def theory_task(config_raw, source, closure, degree, d=None, seed=None, kappa=No
     matrices the SGD run of ``seed`` starts from; ``kappa``: κ of the finite-learning-rate term (default
     `Config.kappa`). Returns the `Result`'s JSON."""
     config = parse_config(config_raw, source)
-    factors = None if d is None else initial_factors(config.model, config.inits(), d, seed)
+    factors = None if d is None else initial_factors(config.model, config.inits(), d, seed, config.data())
     return solve_with_closure(config, closure, degree, factors=factors, kappa=kappa).to_json()
 
 
@@ -47,11 +47,16 @@ def flow_task(config_raw, source, d, seed):
     """The finite-d matrix flow (a task) of the matrices the SGD run of ``seed`` starts from, with the
     theory's coefficients from their own order parameters."""
     config = parse_config(config_raw, source)
-    factors = initial_factors(config.model, config.inits(), d, seed)
+    factors = initial_factors(config.model, config.inits(), d, seed, config.data())
     problem = Problem.from_config(config, factors)
     start = time.perf_counter()
     result = matrix_flow(
-        config.model, factors, problem.source(config.initial_means()), times=problem.times, words=problem.words
+        config.model,
+        factors,
+        problem.source(config.initial_means()),
+        times=problem.times,
+        words=problem.words,
+        data=config.data(),
     )
     return {
         "t": problem.nominal_times[: len(result.t)].tolist(),  # integrated on the schedule's s, reported on t
@@ -188,7 +193,7 @@ def _theory_label(config, closure, degree, d, kappa=0.0):
 
 
 def _moves(model, word):
-    return any(model.alphabet.index(c) in model.trainable for c in parse(word, model.kind, model.K))
+    return any(model.alphabet.index(c) in model.trainable for c in parse(word, model))
 
 
 def _sup(a, b, t, until=None, relative=False):

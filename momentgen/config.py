@@ -20,13 +20,19 @@ range), so that a wrong one stops with one line that names it::
     expression = "..."     # custom loss in G[i, j, k] (see momentgen.losses)
     rtol = 1e-8            # accuracy of the quadrature rule (non-polynomial losses)
 
+    [data]                 # the tokens' covariance E[x xᵀ] = C ⊗ Σ (MATH.md §10)
+    covariance = "isotropic"  # isotropic (Σ = I) | power-law | from-file
+    exponent = 1.0         # power-law: the eigenvalue at quantile u is (1 + a) u^a (Tr Σ / d = 1)
+    path = "sigma.npz"     # from-file: `eigenvalues` (length d) or `Sigma` (d × d, symmetric PD)
+
     [init.1]               # one table per index k = 1..K
-    kind = "gaussian"      # gaussian | identity | from-file
+    kind = "gaussian"      # gaussian | identity | from-file | aligned (S_k = c Σ^b: needs [data])
     width_ratio = 1.0      # d_k / d
     scale = 1.0            # entries N(0, scale²/d) (tied W_k, direct S_k)
     scale_U = 1.0          # untied U_k
     scale_V = 1.0          # untied V_k
-    c = 1.0                # identity: S_k = c I
+    c = 1.0                # identity: S_k = c I; aligned: S_k = c Σ^b
+    exponent = 1.0         # aligned: b
     path = "S.npz"         # from-file: arrays W or S (tied), U and V (untied), S (direct)
     mean = 0.0             # untied: initial pre-activation mean m_k = Tr(M_k)/√d (from-file: the file's)
 
@@ -78,11 +84,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import models
+from .data import COVARIANCES, ISOTROPIC, DataCovariance
 from .errors import ModelError, MomentgenError, WordError, shown
 from .files import read_regular_file
-from .inits import InitSpec
+from .inits import INIT_KINDS, InitSpec
 from .losses import builtin, parse_expression
-from .matrices import initial_factors, load_factors, matrix_bytes, means, read_vectors
+from .matrices import initial_factors, load_factors, matrix_bytes, means, read_covariance, read_vectors
 from .models import Model
 from .schedules import FORMS, Schedule, TimeChange
 from .words import canonical, parse
@@ -277,8 +284,13 @@ _SCHEMA = {
         "heads": (None, _optional(_head_groups)),
         "rtol": (1e-8, _fraction),
     },
+    "data": {
+        "covariance": ("isotropic", _choice(*COVARIANCES, what="data covariance")),
+        "exponent": (1.0, _at_most(_positive, 100)),
+        "path": (None, _optional(_string)),
+    },
     "init": {
-        "kind": ("gaussian", _choice("gaussian", "identity", "from-file")),
+        "kind": ("gaussian", _choice(*INIT_KINDS)),
         "width_ratio": (1.0, _at_most(_positive, 100)),
         "scale": (1.0, _at_most(_positive, 1e3)),
         "scale_U": (1.0, _at_most(_positive, 1e3)),
@@ -286,6 +298,7 @@ _SCHEMA = {
         "c": (1.0, _at_most(_number, 1e6)),
         "path": (None, _optional(_string)),
         "mean": (None, _optional(_at_most(_number, 1e6))),
+        "exponent": (1.0, _at_most(_number, 100)),
     },
     "truncation": {
         "degree": (REQUIRED, _integer(1)),
@@ -343,7 +356,8 @@ class Config:
 
     def __post_init__(self):
         m = self.raw["model"]
-        object.__setattr__(self, "model", Model(m["kind"], m["K"], m["trainable"]))
+        sigma = self.raw["data"]["covariance"] != "isotropic"
+        object.__setattr__(self, "model", Model(m["kind"], m["K"], m["trainable"], sigma))
 
     def section(self, name):
         return self.raw[name]
@@ -374,7 +388,10 @@ class Config:
 
     @property
     def digest(self):
-        return hashlib.sha256(json.dumps(self.raw, sort_keys=True).encode()).hexdigest()
+        """Content hash of the configuration; keys a later feature added (`_LATER_KEYS`) count only when they are
+        not at their default, so a configuration that does not use the feature keeps its digest (its figures'
+        provenance, its generated modules)."""
+        return hashlib.sha256(json.dumps(_digest_view(self.raw), sort_keys=True).encode()).hexdigest()
 
     @property
     def kappa(self):
@@ -427,12 +444,12 @@ class Config:
     def reported_words(self):
         """The canonical words every run reports: the observables and the words the coefficients read
         (the kind's required words, all of degree ≤ 2), by degree then letter codes."""
-        kind, K = self.model.kind, self.model.K
+        model = self.model
         observables = self.raw["truncation"]["observables"]
-        listed = [] if observables == "all" else [canonical(w, kind) for w in observables]
+        listed = [] if observables == "all" else [canonical(w, model) for w in observables]
         required = sorted(
-            {canonical(w, kind) for w, _ in self.model.family.required_words(self.model)},
-            key=lambda w: (len(w.split()), parse(w, kind, K)),
+            {canonical(w, model) for w, _ in model.family.state_words(model)},
+            key=lambda w: (len(w.split()), parse(w, model)),
         )
         return list(dict.fromkeys(listed + required))
 
@@ -450,17 +467,36 @@ class Config:
         them); None when every init has a d = ∞ law. Cached: the files are read once."""
         if "_start" not in self.__dict__:
             d = self.file_dimension()
-            factors = None if d is None else initial_factors(self.model, self.inits(), d, self.raw["sgd"]["seeds"][0])
+            factors = (
+                None
+                if d is None
+                else initial_factors(self.model, self.inits(), d, self.raw["sgd"]["seeds"][0], self.data())
+            )
             if factors is not None and not self.model.family.centred:
                 _check_file_means(self.inits(), means(self.model, factors))
             object.__setattr__(self, "_start", factors)
         return self.__dict__["_start"]
+
+    def data(self):
+        """The tokens' covariance Σ (`momentgen.data.DataCovariance`); a from-file Σ is read (and checked) once."""
+        if "_data" not in self.__dict__:
+            table = self.raw["data"]
+            if table["covariance"] == "isotropic":
+                data = ISOTROPIC
+            elif table["covariance"] == "power-law":
+                data = DataCovariance("power-law", table["exponent"])
+            else:
+                path = str(self._base() / table["path"])
+                data = DataCovariance("from-file", path=path, **read_covariance(path))
+            object.__setattr__(self, "_data", data)
+        return self.__dict__["_data"]
 
     def input_paths(self):
         """The files this configuration reads: its own source and every from-file init's path (an output
         must be none of them, `momentgen.files.ensure_outputs`)."""
         paths = [self.source] if self.source else []
         tables = [self.raw["sgd"], self.raw["sgd"]["batch_schedule"] or {}]
+        tables.append(self.raw["data"])
         paths += [str(self._base() / t["path"]) for t in tables if t.get("path") is not None]
         return paths + [spec.path for spec in self.inits().values() if spec.path is not None]
 
@@ -474,6 +510,24 @@ class Config:
                 table["path"] = str(base / table["path"])
             out[int(k)] = InitSpec(**table)
         return out
+
+
+#: (table, key) added after version 0.2: left out of `Config.digest` while at their default.
+_LATER_KEYS = (("data", "covariance"), ("data", "exponent"), ("data", "path"), ("init", "exponent"))
+
+
+def _digest_view(raw):
+    """``raw`` without the `_LATER_KEYS` that hold their default (a table left empty goes too)."""
+    view = copy.deepcopy(raw)
+    for table, key in _LATER_KEYS:
+        default = _SCHEMA[table][key][0]
+        tables = view["init"].values() if table == "init" else [view.get(table, {})]
+        for values in tables:
+            if values.get(key, default) == default:
+                values.pop(key, None)
+    if not view.get("data"):
+        view.pop("data", None)
+    return view
 
 
 def _check_file_means(inits, means):
@@ -609,6 +663,7 @@ def parse_config(data, source=None, given=None):
         config = Config(raw, source, frozenset(given))
         _check_loss(config)
         config.inits()
+        config.data()  # a from-file Σ: read and checked now
         config.start_factors()  # a from-file init: its file is read and checked now, not after a long run
         _check_schedules(config, where)
     except ConfigError:
@@ -641,6 +696,7 @@ def _check_together(raw, given, where):
     _check_indices(raw, where)
     _check_loss_keys(raw["loss"], where)
     _check_inits(raw, where)
+    _check_data(raw, where)
     sgd_given = {key.split(".", 1)[1] for key in given if key.startswith("sgd.")}
     _check_schedule_keys(raw["sgd"], sgd_given, where + "[sgd] ")
     if raw["integrate"]["finite_lr"]:
@@ -661,7 +717,8 @@ def _check_observables(raw, where):
     observables = raw["truncation"]["observables"]
     for word in [] if observables == "all" else observables:
         try:
-            parse(word, raw["model"]["kind"], raw["model"]["K"])
+            m = raw["model"]
+            parse(word, Model(m["kind"], m["K"], m["trainable"], raw["data"]["covariance"] != "isotropic"))
         except WordError as error:
             raise ConfigError(f"{where}[truncation] `observables`: {word!r}: {error}") from None
 
@@ -716,9 +773,9 @@ def _check_inits(raw, where):
     centred)."""
     family = models.get(raw["model"]["kind"])
     for k, table in raw["init"].items():
-        if table["kind"] == "identity" and family.positive_letters and table["c"] < 0:
+        if table["kind"] in ("identity", "aligned") and family.positive_letters and table["c"] < 0:
             raise ConfigError(
-                f"{where}[init.{k}] identity `c` = {table['c']} < 0: the letters of the "
+                f"{where}[init.{k}] {table['kind']} `c` = {table['c']} < 0: the letters of the "
                 f"{raw['model']['kind']} model are positive semi-definite, so c I must be (c ≥ 0)"
             )
         if table["kind"] == "from-file" and table["path"] is None:
@@ -728,6 +785,38 @@ def _check_inits(raw, where):
                 f"{where}[init.{k}] `mean` is the pre-activation mean Tr(M_k)/√d of a model with a "
                 f"mean; the {raw['model']['kind']} model's pre-activations are centred: remove it"
             )
+
+
+def _check_data(raw, where):
+    """[data]: the keys its covariance reads (no other), an aligned init only with a Σ, and the kinds and terms Σ is
+    derived for."""
+    data, kind = raw["data"], raw["model"]["kind"]
+    reads = {"isotropic": (), "power-law": ("exponent",), "from-file": ("path",)}[data["covariance"]]
+    defaults = {key: default for key, (default, _) in _SCHEMA["data"].items()}
+    stray = [key for key in ("exponent", "path") if data[key] != defaults[key] and key not in reads]
+    if stray:
+        raise ConfigError(f'{where}[data] `{stray[0]}` is not read by covariance = "{data["covariance"]}": remove it')
+    if data["covariance"] == "from-file" and data["path"] is None:
+        raise ConfigError(
+            f'{where}[data] covariance = "from-file" needs `path` (an .npz with `eigenvalues` or `Sigma`)'
+        )
+    aligned = [k for k, table in raw["init"].items() if table["kind"] == "aligned"]
+    if aligned and data["covariance"] == "isotropic":
+        raise ConfigError(
+            f'{where}[init.{aligned[0]}] kind = "aligned" is S = c Σ^b for a data covariance Σ: set [data] covariance '
+            '(with isotropic data use kind = "identity")'
+        )
+    if data["covariance"] == "isotropic":
+        return
+    if kind not in SIGMA_KINDS:
+        raise ConfigError(
+            f"{where}[data] covariance = {data['covariance']!r}: the data covariance is derived for the "
+            f'{", ".join(SIGMA_KINDS)} models, not yet for {kind}: use covariance = "isotropic"'
+        )
+
+
+#: The kinds whose hierarchy, potential and SGD carry a data covariance Σ (MATH.md §10).
+SIGMA_KINDS = ("tied", "direct", "symmetric")
 
 
 def _check_matrix_model_size(raw, where):

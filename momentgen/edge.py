@@ -37,7 +37,16 @@ from scipy.linalg import eigh_tridiagonal
 from .errors import ModelError
 from .representation import Component, free_poisson_jacobi
 
-__all__ = ["SpectralLaw", "free_poisson_law", "edge_rule", "measure_component", "EDGE_STEP", "EDGE_DEPTH"]
+__all__ = [
+    "SpectralLaw",
+    "free_poisson_law",
+    "power_law",
+    "gauss_rule",
+    "edge_rule",
+    "measure_component",
+    "EDGE_STEP",
+    "EDGE_DEPTH",
+]
 
 #: Width of a cell of the edge layer in log(x − a): the rule's relative error on the tail is O(step⁴).
 EDGE_STEP = 0.5
@@ -86,15 +95,51 @@ def free_poisson_law(rate, jump):
     return SpectralLaw(density, lower, upper, recurrence, ("free-poisson", float(rate), float(jump)))
 
 
-def edge_rule(law, n, step=EDGE_STEP, depth=EDGE_DEPTH):
+def power_law(exponent):
+    """The power law of a data covariance (MATH.md §10): the eigenvalue at quantile u ∈ (0, 1) is
+    ``(1 + a) u^a`` (mean 1), i.e. density ``p(x) = x^{1/a − 1} / (a (1 + a)^{1/a})`` on [0, 1 + a] — a Jacobi
+    weight ``(1 + s)^{1/a − 1}`` of s = 2x/(1 + a) − 1, whose recurrence is the Jacobi one."""
+    a = float(exponent)
+    upper, beta = 1.0 + a, 1.0 / a - 1.0
+
+    def density(y):
+        return y ** (1.0 / a - 1.0) / (a * upper ** (1.0 / a)) if y > 0 else 0.0
+
+    def recurrence(m):
+        s_alpha, s_beta = jacobi_recurrence(m, 0.0, beta)  # monic, on [−1, 1], total mass normalised to 1
+        half = upper / 2  # x = half (1 + s)
+        return half * (1 + s_alpha), np.concatenate([[1.0], half**2 * s_beta[1:]])
+
+    return SpectralLaw(density, 0.0, upper, recurrence, ("power-law", a))
+
+
+def jacobi_recurrence(m, alpha, beta):
+    """Monic recurrence (α₀..α_{m−1}, β₀..β_{m−1}) of the Jacobi weight (1 − s)^α (1 + s)^β on [−1, 1], normalised to
+    mass 1 (β₀ = 1) — the closed forms (Gautschi, *Orthogonal Polynomials*, Table 1.1)."""
+    k = np.arange(m, dtype=float)
+    ab = alpha + beta
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = (beta**2 - alpha**2) / ((2 * k + ab) * (2 * k + ab + 2))
+        b = 4 * k * (k + alpha) * (k + beta) * (k + ab) / ((2 * k + ab) ** 2 * (2 * k + ab + 1) * (2 * k + ab - 1))
+    a[0] = (beta - alpha) / (ab + 2)
+    if m > 1:
+        b[1] = 4 * (1 + alpha) * (1 + beta) / ((2 + ab) ** 2 * (3 + ab))
+    b[0] = 1.0
+    return a, b
+
+
+def edge_rule(law, n, step=EDGE_STEP, depth=EDGE_DEPTH, reach=None):
     """(nodes, weights) of the edge-adapted rule of ``law`` at order n (module docstring): the layer's
-    cells plus n + 1 Gauss nodes of the remainder; every moment of degree ≤ 2n + 1 is the law's."""
-    return _edge_rule(law, int(n), float(step), float(depth))
+    cells plus n + 1 Gauss nodes of the remainder; every moment of degree ≤ 2n + 1 is the law's. ``reach``: the
+    window's first try as a fraction of the support (halved until the remainder is a positive measure) — for a
+    scale-free law, whose learning front crosses every scale of the support; None: `EDGE_WINDOW` times the smallest
+    Gauss node's distance from the edge."""
+    return _edge_rule(law, int(n), float(step), float(depth), None if reach is None else float(reach))
 
 
 @lru_cache(maxsize=64)
-def _edge_rule(law, n, step, depth):
-    window = _window(law, n + 1)
+def _edge_rule(law, n, step, depth, reach):
+    window = _window(law, n + 1) if reach is None else reach * (law.upper - law.lower)
     for _ in range(WINDOW_HALVINGS):
         x_layer, w_layer = _layer(law, window, step, depth)
         bulk = _remainder_gauss(law, x_layer, w_layer, n + 1)
@@ -107,7 +152,7 @@ def _edge_rule(law, n, step, depth):
 def _window(law, N):
     """ε: `EDGE_WINDOW` times the distance from the edge of the smallest node of the law's N-point Gauss rule
     (at most a quarter of the support)."""
-    smallest = _gauss_rule(*law.recurrence(N))[0][0]
+    smallest = gauss_rule(*law.recurrence(N))[0][0]
     return min(EDGE_WINDOW * (smallest - law.lower), (law.upper - law.lower) / 4)
 
 
@@ -132,7 +177,7 @@ def _layer(law, window, step, depth):
             continue
         basis = np.zeros(2 * CELL_POINTS)
         alpha, beta = _modified_chebyshev(moments, basis, basis, CELL_POINTS)
-        y, w = _gauss_rule(alpha, beta)
+        y, w = gauss_rule(alpha, beta)
         nodes.extend(a + hi * y)
         weights.extend(w)
     return np.array(nodes), np.array(weights)
@@ -154,13 +199,13 @@ def _remainder_gauss(law, x_layer, w_layer, N):
     alpha, beta = _modified_chebyshev(modified, alpha_law, beta_law, N)
     if not (np.all(np.isfinite(alpha)) and np.all(np.isfinite(beta)) and np.all(beta > 0)):
         return None
-    nodes, weights = _gauss_rule(alpha, beta)
+    nodes, weights = gauss_rule(alpha, beta)
     if nodes[0] <= x_layer.max() or nodes[-1] > law.upper or not np.all(weights > 0):
         return None
     return nodes, weights
 
 
-def _gauss_rule(alpha, beta):
+def gauss_rule(alpha, beta):
     """Nodes and weights of the Gauss rule of the monic recurrence (α, β) (β₀ the total mass): Golub–Welsch."""
     nodes, vectors = eigh_tridiagonal(alpha, np.sqrt(beta[1:]))
     return nodes, beta[0] * vectors[0] ** 2
@@ -188,15 +233,19 @@ def _modified_chebyshev(m, a, b, N):
     return alpha, beta
 
 
-def measure_component(code, nodes, weights, n):
+def measure_component(code, nodes, weights, n, functions=None):
     """The letter ``code`` with spectral measure Σ wᵢ δ_{xᵢ} as a graded `Component` with its exact root
-    factor in ``roots`` (module docstring). Degrees 0..n for the Krylov vectors, n for the rest."""
+    factor in ``roots`` (module docstring). Degrees 0..n for the Krylov vectors, n for the rest.
+    ``functions``: {other code: (f(x), √f(x))} — letters that are functions of this one (a teacher c Σ^b aligned
+    with the data covariance), on the same measure, with their exact roots."""
     x = np.asarray(nodes, float)
     Q = _lanczos_basis(x, np.asarray(weights, float))
-    letter = Q.T @ (x[:, None] * Q)
-    root = Q.T @ (np.sqrt(np.clip(x, 0.0, None))[:, None] * Q)
-    degrees = np.minimum(np.arange(len(x)), n)
-    return Component({code: 0.5 * (letter + letter.T)}, degrees, roots={code: root})
+    values = {code: (x, np.sqrt(np.clip(x, 0.0, None))), **(functions or {})}
+    letters, roots = {}, {}
+    for c, (f, root) in values.items():
+        letter = Q.T @ (np.asarray(f, float)[:, None] * Q)
+        letters[c], roots[c] = 0.5 * (letter + letter.T), Q.T @ (np.asarray(root, float)[:, None] * Q)
+    return Component(letters, np.minimum(np.arange(len(x)), n), roots=roots)
 
 
 def _lanczos_basis(x, w):

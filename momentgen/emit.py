@@ -188,7 +188,13 @@ def _structure_digest(config, degree):
     the program carries the finite-learning-rate terms (their κ = lr·d/batch is a coefficient: editing
     [sgd] in SPEC needs no regeneration)."""
     model = {k: v for k, v in config.raw["model"].items() if k not in ("gamma", "C")}
-    parts = {"model": model, "truncation": config.raw["truncation"], "init": config.raw["init"], "degree": degree}
+    parts = {
+        "model": model,
+        "data": config.raw["data"],
+        "truncation": config.raw["truncation"],
+        "init": config.raw["init"],
+        "degree": degree,
+    }
     if config.kappa > 0:
         parts["finite_lr"] = True
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
@@ -224,7 +230,7 @@ class _Loaded:
     @property
     def observables(self):
         program, obs = self.truncation.program, self._observables
-        return list(program.words) if obs == "all" else [canonical(w, program.model.kind) for w in obs]
+        return list(program.words) if obs == "all" else [canonical(w, program.model) for w in obs]
 
     def initial_state(self):
         return self._y0.copy()

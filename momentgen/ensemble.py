@@ -71,7 +71,7 @@ def _draws(config_raw, source, size, seeds, means):
     problem = Problem.from_config(parse_config(config_raw, source))
     out = []
     for seed in seeds:
-        run = problem.matrix_flow(law_factors(problem.model, problem.specs, size, seed=seed), means)
+        run = problem.matrix_flow(law_factors(problem.model, problem.specs, size, seed=seed, data=problem.data), means)
         out.append((run.t, np.array([run.series[w] for w in problem.words]), run.status, run.message))
     return out
 

@@ -62,7 +62,8 @@ def _sgd_eigenvalues(config, times, products):
     grid = np.asarray(times, dtype=float)
     run = sgd(config.model, config.loss(), config.inits(), d=d, lr=table["lr"], batch=table["batch"], times=grid,
               words=list(products), gamma=model_table["gamma"], C=model_table["C"], seed=seed, progress=False,
-              schedules=config.schedules(), horizon=config.section("integrate")["T"], spectra=products)  # fmt: skip
+              schedules=config.schedules(), horizon=config.section("integrate")["T"], spectra=products,
+              data=config.data())  # fmt: skip
     return {
         name: {"d": d, "seed": seed, "eigenvalues": [e.tolist() for e in values]}
         for name, values in run.info["spectra"].items()

@@ -51,7 +51,8 @@ class _Layout:
     """The trainable factors of a model as one flat vector, and back (fixed factors stay as given);
     `letters` of a state, a fixed index's computed once (untied teacher: 3 of 10 products a step)."""
 
-    def __init__(self, model, factors):
+    def __init__(self, model, factors, sigma=None):
+        self.sigma = [] if sigma is None else [np.asarray(sigma, float)]
         self.trainable = [k - 1 for k in model.trainable]
         self.grouped = isinstance(factors[0], tuple)
         self.factors = [tuple(np.array(f) for f in x) if self.grouped else np.array(x) for x in factors]
@@ -61,7 +62,10 @@ class _Layout:
 
     def letters(self, factors):
         """The letter matrices (code order) of an unpacked state ``factors``."""
-        return [m for k, f in enumerate(factors) for m in (self.fixed[k] if k in self.fixed else self.index_letters(f))]
+        letters = [
+            m for k, f in enumerate(factors) for m in (self.fixed[k] if k in self.fixed else self.index_letters(f))
+        ]
+        return letters + self.sigma
 
     def unpack(self, vector):
         out, offset = list(self.factors), 0
@@ -93,6 +97,7 @@ def run(
     rtol=1e-9,
     atol=1e-11,
     spectra=None,
+    sigma=None,
 ):
     """Integrate ``factors`` of ``model`` on ``times`` (the kind's own axis, ``model.time_scale``:
     tied t = 4nη/d, others τ = nη/d) and measure the words ``codes`` (code tuples,
@@ -100,9 +105,10 @@ def run(
     that is not tracial their rotations differ). ``read(words, letters)`` measures moments:
     `momentgen.matrices.trace_moments` (default) or a state-vector reader. ``spectra``: (function, {name:
     product codes}) — the spectral measure of each product at every output time, by ``function``
-    (`momentgen.spectra.trace_spectrum` or ``vector_spectrum``), in ``info["spectra"]``. Returns a
+    (`momentgen.spectra.trace_spectrum` or ``vector_spectrum``), in ``info["spectra"]``. ``sigma``: the data
+    covariance Σ (a fixed letter, last in code order) of a model with one. Returns a
     `FlowRun`; a state the source cannot pass ends the run with a status."""
-    family, layout, source_words = model.family, _Layout(model, factors), list(source.words)
+    family, layout, source_words = model.family, _Layout(model, factors, sigma), list(source.words)
 
     def order_parameters(vector):
         return read(source_words, layout.letters(layout.unpack(vector)))
@@ -123,7 +129,7 @@ def run(
         on_step=lambda t, vector: source.track(order_parameters(vector)),
         recoverable=tuple(source.errors),
     )
-    letters = [family.letter_matrices(layout.unpack(v)) for v in result.y]
+    letters = [layout.letters(layout.unpack(v)) for v in result.y]
     measured = _measured(result.t, letters, codes, texts, read, probes, result.status, result.message, result.nfev)
     if spectra is not None:
         measured.info["spectra"] = _spectra(letters, *spectra)
@@ -147,7 +153,7 @@ def _measured(t, letters, codes, texts, read, probes, status, message, nfev):
     return FlowRun(np.asarray(t), series, values[:, len(codes) :], status, message, {"nfev": nfev})
 
 
-def run_stochastic(model, factors, source, *, times, codes, texts=None, dt=2e-3, seed=0):
+def run_stochastic(model, factors, source, *, times, codes, texts=None, dt=2e-3, seed=0, sigma=None):
     """The stochastic matrix model of the finite-learning-rate term (docs/FINITE_LR.md) on ``times``.
 
     The Itô SDE ``dF = v(F) dt + noise_increments(F, dH)`` on the factors (d × d), with Gaussian
@@ -157,9 +163,11 @@ def run_stochastic(model, factors, source, *, times, codes, texts=None, dt=2e-3,
     continuous-time limit of online SGD's minibatch noise, which the normalised traces feel only
     through the Itô terms of the hierarchy, self-averaging at O(1/d). Fixed steps of at most
     ``dt`` (on the kind's axis): Heun for the drift, Euler–Maruyama for the noise (weak order 1:
-    a bias O(κ dt)). ``seed`` fixes the noise. A state the source cannot pass, or a non-finite
-    one, ends the run with a status."""
-    family, layout, source_words = model.family, _Layout(model, factors), list(source.words)
+    a bias O(κ dt)). ``seed`` fixes the noise. ``sigma``: the data covariance Σ (a fixed letter; the noise
+    matrices become Σ^{1/2} H Σ^{1/2}, covariance κN1 Σ⊗Σ + κN2 with the swap, MATH.md §10). A state the source
+    cannot pass, or a non-finite one, ends the run with a status."""
+    family, layout, source_words = model.family, _Layout(model, factors, sigma), list(source.words)
+    root = None if sigma is None else psd_root(np.asarray(sigma, float))
     rng = np.random.default_rng(seed)
     rho = family.steps_per_time(1.0, 1.0)
     d = family.dimension(layout.factors[0])
@@ -173,6 +181,8 @@ def run_stochastic(model, factors, source, *, times, codes, texts=None, dt=2e-3,
 
     def noise(vector, arrays, h):
         H = _noise_matrices(arrays["N1"], arrays["N2"], d, np.sqrt(rho * h / d), rng)
+        if root is not None:
+            H = [root @ x @ root.T for x in H]
         return layout.pack(family.noise_increments(model, layout.unpack(vector), H))
 
     vector, states, reached, status, message, evaluations = layout.pack(layout.factors), [], [], "ok", "", 0
@@ -198,7 +208,7 @@ def run_stochastic(model, factors, source, *, times, codes, texts=None, dt=2e-3,
         status, message = "blowup", str(error)
     except tuple(source.errors) as error:
         status, message = getattr(error, "status", "failed"), str(error)
-    letters = [family.letter_matrices(f) for f in states]
+    letters = [layout.letters(f) for f in states]
     return _measured(reached, letters, codes, texts, trace_moments, (), status, message, evaluations)
 
 
@@ -215,17 +225,17 @@ def _noise_matrices(N1, N2, d, scale, rng):
     return list(scale * out)
 
 
-def letter_velocities(model, factors, coefficients):
-    """d/dt of the letter matrices (code order) under the matrix flow with ``coefficients`` (family
-    arrays and ``gamma``): letters are quadratic in the factors, so the central difference with step 1
-    along the factor velocities is exact (to rounding)."""
+def letter_velocities(model, factors, coefficients, sigma=None):
+    """d/dt of the letter matrices (code order; Σ's, last with ``sigma``, is 0) under the matrix flow with
+    ``coefficients`` (family arrays and ``gamma``): letters are quadratic in the factors, so the central difference
+    with step 1 along the factor velocities is exact (to rounding)."""
     family = model.family
-    velocities = family.factor_velocities(model, factors, coefficients)
+    velocities = family.factor_velocities(model, factors, coefficients, family.letter_matrices(factors, sigma))
 
     def moved(sign):
         return family.letter_matrices([
             tuple(a + sign * b for a, b in zip(f, v)) if isinstance(f, tuple) else f + sign * v
             for f, v in zip(factors, velocities)
-        ])  # fmt: skip
+        ], sigma)  # fmt: skip
 
     return [(plus - minus) / 2 for plus, minus in zip(moved(1), moved(-1))]

@@ -149,7 +149,12 @@ def _noise_batch(model, noise, slot, w, codes):
     Vectorised over words and positions: the word is rotated so that p comes first; each
     unordered pair {p, q} is taken once, as the rotation p with gap g = q − p ≤ w/2 (for g = w/2,
     from the first half only).
+
+    With a data covariance Σ (MATH.md §10) the noise's covariance is ``N1 Σ_ac Σ_bd + N2 Σ_ad Σ_bc``: each
+    contraction of two noise matrices carries one Σ where they stood — μ(M Σ) · μ(L Σ R …), and
+    μ(R Q L' Σ) · μ(R' P L Σ).
     """
+    sigma = () if model.sigma_code is None else (model.sigma_code,)
     digits = model.alphabet.unpack(codes, w)
     rows = np.tile(np.arange(len(codes)), w)
     rotated = np.concatenate([np.roll(digits, -p, axis=1) for p in range(w)])  # row j·n + i: word i from p = j
@@ -166,9 +171,14 @@ def _noise_batch(model, noise, slot, w, codes):
             continue
         word = rotated[at]
         for left, t1, middle, t2, right in second_p:
-            rest = np.concatenate([_fixed(left, len(at)), _fixed(right, len(at)), word[:, 1:]], axis=1)
+            rest = np.concatenate([_fixed(left + sigma + right, len(at)), word[:, 1:]], axis=1)
             emit(
-                at, np.full(len(at), t1 == t2), np.full(len(at), k), np.full(len(at), k), _fixed(middle, len(at)), rest
+                at,
+                np.full(len(at), t1 == t2),
+                np.full(len(at), k),
+                np.full(len(at), k),
+                _fixed(middle + sigma, len(at)),
+                rest,
             )
         for g in range(1, w // 2 + 1):
             for letter_q, (l, first_q, _) in noise.items():
@@ -183,8 +193,8 @@ def _noise_batch(model, noise, slot, w, codes):
                             np.full(n, t1 == t2),
                             np.full(n, k),
                             np.full(n, l),
-                            np.concatenate([_fixed(right, n), between, _fixed(left_q, n)], axis=1),
-                            np.concatenate([_fixed(right_q, n), outside, _fixed(left, n)], axis=1),
+                            np.concatenate([_fixed(right, n), between, _fixed(left_q + sigma, n)], axis=1),
+                            np.concatenate([_fixed(right_q, n), outside, _fixed(left + sigma, n)], axis=1),
                         )
     return _canonical_pieces(model.alphabet, out)
 
@@ -262,8 +272,8 @@ def _roots(model, degree, observables):
         if isinstance(observables, str):
             raise ModelError(f"observables must be a list of words or the string 'all', got {observables!r}")
         listed = [(text, "observable") for text in observables]
-    for text, reason in listed + model.family.required_words(model):
-        codes = parse(text, model.kind, model.K)
+    for text, reason in listed + model.family.state_words(model):
+        codes = parse(text, model)
         if len(codes) > degree:
             fix = "raise the degree" + (" or drop the observable" if reason == "observable" else "")
             raise ModelError(f"{text!r} ({reason}) has degree {len(codes)} > truncation degree {degree}: {fix}")
@@ -276,10 +286,11 @@ def check_degree(degree, model):
     """Return ``degree`` if a truncation of ``model`` at that degree can be compiled."""
     if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1:
         raise ModelError(f"degree must be an integer >= 1, got {degree!r}")
-    if degree + 1 > model.alphabet.max_length:
+    growth = max((len(rule.replacement) - 1 for rule in model.family.rules(model)), default=1)
+    if degree + growth > model.alphabet.max_length:
         raise ModelError(
             f"degree {degree} is too large for the {model.kind} model with K = {model.K}: "
-            f"the dropped words of degree {degree + 1} must fit in {model.alphabet.max_length} letters"
+            f"the dropped words of degree {degree + growth} must fit in {model.alphabet.max_length} letters"
         )
     return int(degree)
 
@@ -448,6 +459,23 @@ def _discover(known, origin, discovered, length, targets, w, parents, syms):
         )
 
 
+def _unique_words(lengths, codes):
+    """((lengths, packed codes) of the distinct words among (``lengths``, ``codes``), sorted by length then code;
+    the index of each input in them)."""
+    index = np.zeros(len(codes), np.int64)
+    out_lengths, out_codes, offset = [], [], 0
+    for w in np.unique(lengths):
+        at = np.flatnonzero(lengths == w)
+        unique, inverse = np.unique(codes[at], return_inverse=True)
+        index[at] = offset + inverse.ravel()
+        out_lengths.append(np.full(len(unique), w, np.int64))
+        out_codes.append(unique)
+        offset += len(unique)
+    if not out_codes:
+        return (np.zeros(0, np.int64), np.zeros(0, np.uint64)), index
+    return (np.concatenate(out_lengths), np.concatenate(out_codes)), index
+
+
 def _intern(items, item):
     if item not in items:
         items.append(item)
@@ -492,19 +520,18 @@ class Program:
 
     State words are sorted by (degree, packed code); ``words[i]`` is the canonical text of
     state ``i``. CSR arrays ``indptr, symbol, target, multiplicity`` hold the terms (see the
-    module docstring); ``dropped_*`` hold the terms whose target has degree M + 1 and was
-    set to 0 by the zero closure (``dropped_target`` indexes `dropped_words`); ``noise_*``
+    module docstring); ``dropped_*`` hold the terms whose target has degree > M and was
+    set to 0 by the zero closure (``dropped_target`` indexes `dropped_words`, of lengths ``dropped_lengths``:
+    M + 1, or up to M + 3 where a rule inserts Σ X Σ); ``noise_*``
     (``noise_indptr, noise_symbol, noise_left, noise_right, noise_multiplicity``) the quadratic
     terms of the finite-learning-rate term, empty unless built with ``noise=True``.
     """
 
-    def __init__(
-        self, model, degree, symbols, lengths, packed, csr, dropped_packed, dropped_csr, parent, via, reason, noise
-    ):
+    def __init__(self, model, degree, symbols, lengths, packed, csr, dropped, dropped_csr, parent, via, reason, noise):
         self.model, self.degree, self.symbols = model, degree, tuple(symbols)
         self.lengths, self.packed = lengths, packed
         self.indptr, self.symbol, self.target, self.multiplicity = csr
-        self.dropped_packed = dropped_packed
+        self.dropped_lengths, self.dropped_packed = dropped
         self.dropped_indptr, self.dropped_symbol, self.dropped_target, self.dropped_multiplicity = dropped_csr
         self.noise_indptr, self.noise_symbol, self.noise_left, self.noise_right, self.noise_multiplicity = noise
         self.parent, self.via, self.reason = parent, via, reason
@@ -525,9 +552,9 @@ class Program:
         row_w, row_c, sym, tgt_w, tgt_c, mult = terms.arrays()
         csr = _merge(locate(row_w, row_c), sym, locate(tgt_w, tgt_c), mult, n, n_sym, n)
 
-        row_w, row_c, sym, _, tgt_c, mult = dropped.arrays()
-        dropped_packed, dropped_target = np.unique(tgt_c, return_inverse=True)
-        dropped_csr = _merge(locate(row_w, row_c), sym, dropped_target.ravel(), mult, n, n_sym, len(dropped_packed))
+        row_w, row_c, sym, tgt_w, tgt_c, mult = dropped.arrays()
+        dropped_words, dropped_target = _unique_words(tgt_w, tgt_c)
+        dropped_csr = _merge(locate(row_w, row_c), sym, dropped_target, mult, n, n_sym, len(dropped_words[0]))
 
         row_w, row_c, sym, w1, c1, w2, c2, mult = pairs.arrays()
         noise = _merge_pairs(locate(row_w, row_c), sym, locate.pieces(w1, c1), locate.pieces(w2, c2), mult, n)
@@ -541,9 +568,7 @@ class Program:
             parent[at[has_parent]] = locate(parent_w[has_parent], parent_c[has_parent])
             via[at] = via_sym
             reason.update({int(i): reasons[r] for i, r in zip(at[~has_parent], reason_ids[~has_parent])})
-        return cls(
-            model, degree, symbols, lengths, packed, csr, dropped_packed, dropped_csr, parent, via, reason, noise
-        )
+        return cls(model, degree, symbols, lengths, packed, csr, dropped_words, dropped_csr, parent, via, reason, noise)
 
     # ---- storage -------------------------------------------------------------------------------
     _ARRAYS = (
@@ -553,6 +578,7 @@ class Program:
         "symbol",
         "target",
         "multiplicity",
+        "dropped_lengths",
         "dropped_packed",
         "dropped_indptr",
         "dropped_symbol",
@@ -611,7 +637,7 @@ class Program:
             a["lengths"],
             a["packed"],
             csr,
-            a["dropped_packed"],
+            (a["dropped_lengths"], a["dropped_packed"]),
             dropped,
             a["parent"],
             a["via"],
@@ -627,9 +653,8 @@ class Program:
 
     @cached_property
     def dropped_word_codes(self):
-        """Letter codes of each dropped word (degree M + 1)."""
-        lengths = np.full(len(self.dropped_packed), self.degree + 1)
-        return _unpack_all(self.model.alphabet, lengths, self.dropped_packed)
+        """Letter codes of each dropped word (degree > M)."""
+        return _unpack_all(self.model.alphabet, self.dropped_lengths, self.dropped_packed)
 
     @cached_property
     def words(self):
@@ -639,14 +664,14 @@ class Program:
 
     @cached_property
     def dropped_words(self):
-        """Canonical text of each dropped word (degree M + 1)."""
+        """Canonical text of each dropped word (degree > M)."""
         names = self.model.alphabet.names
         return [" ".join(names[c] for c in codes) for codes in self.dropped_word_codes]
 
     def index(self, word):
         """State index of a word (any representative of its class, text syntax); O(w + log n)."""
         a = self.model.alphabet
-        codes = parse(word, self.model.kind, self.model.K)
+        codes = parse(word, self.model)
         w = len(codes)
         key = a.canonicalize(a.pack(np.array([codes])), w)[0]
         lo, hi = np.searchsorted(self.lengths, [w, w + 1])
@@ -808,6 +833,11 @@ def _check_program_arrays(a, n_symbols, model, degree):
     require(
         len(a["lengths"]) == n and np.all((a["lengths"] >= 1) & (a["lengths"] <= degree)),
         f"word lengths must lie in 1..{degree}",
+    )
+    require(
+        len(a["dropped_lengths"]) == n_dropped
+        and np.all((a["dropped_lengths"] > degree) & (a["dropped_lengths"] <= model.alphabet.max_length)),
+        f"dropped word lengths must lie in {degree + 1}..{model.alphabet.max_length}",
     )
     for prefix, rows, columns in (("", n, n), ("dropped_", n, n_dropped)):
         indptr, nnz = a[prefix + "indptr"], len(a[prefix + "symbol"])

@@ -24,6 +24,7 @@ from functools import cache
 
 import numpy as np
 
+from .data import ISOTROPIC
 from .edge import edge_rule, measure_component
 from .errors import ModelError
 from .inits import INIT_KINDS, InitSpec
@@ -44,42 +45,71 @@ __all__ = [
 # ---- exact d = ∞ moments -------------------------------------------------------------------
 
 
-def exact_moments(model, specs, words):
-    """d = ∞ moments ``μ_α`` of the words (tuples of letter codes) for independent Gaussian /
-    identity initialisations ``specs`` ({k: InitSpec}); float array of shape (len(words),)."""
+def exact_moments(model, specs, words, data=ISOTROPIC):
+    """d = ∞ moments ``μ_α`` of the words (tuples of letter codes) for independent Gaussian / identity /
+    aligned initialisations ``specs`` ({k: InitSpec}) and the data covariance ``data`` (its letter Σ, and
+    aligned letters c Σ^b, are deterministic: free from the Gaussian factors); float array of shape (len(words),).
+
+    A word is a sequence of Gaussian factors with powers of Σ between them; the sum over non-crossing pairings
+    (module docstring) evaluates each face of the planar map at ``τ(Σ^e)``, e the total power of Σ on it
+    (all deterministic letters commute). `_faces` returns, for a linear stretch, the weights of each power on its
+    outer face, so that face is evaluated once it closes."""
     specs = _complete(model, specs)
     if any(s.kind == "from-file" for s in specs.values()):
-        raise ModelError("exact d = ∞ moments need gaussian or identity inits; use empirical_moments for files")
-    family, kinds = model.family, model.family.letter_kinds
-    by_index = {k: family.letter_factors(k, specs[k]) for k in range(1, model.K + 1)}
-    letters = [by_index[code // len(kinds) + 1][kinds[code % len(kinds)]] for code in range(len(kinds) * model.K)]
+        raise ModelError(
+            "exact d = ∞ moments need gaussian, identity or aligned inits; use empirical_moments for files"
+        )
+    letters = _letter_items(model, specs)
     laws = {}
     for k, spec in specs.items():
         if spec.kind == "gaussian":
-            laws.update(family.matrix_laws(k, spec))
+            laws.update(model.family.matrix_laws(k, spec))
 
     @cache
-    def planar(factors):
-        """Σ over non-crossing compatible pairings of Π variance × Π inner-face ratios."""
+    def faces(factors, powers):
+        """{power on the outer face: Σ over pairings of Π variance × Π closed inner faces} of D₀ G₁ D₁ … G_m D_m
+        (``powers`` = the m + 1 powers of Σ between and around the factors; D₀ and D_m are on the outer face)."""
         if not factors:
-            return 1.0
-        (matrix, transposed), total = factors[0], 0.0
+            return {powers[0]: 1.0}
+        (matrix, transposed), total = factors[0], {}
         variance, ratio, symmetric = laws[matrix]
         inner_face = 1.0 if transposed else ratio  # the face inside the arc runs through the right index of factors[0]
         for j in range(1, len(factors), 2):
             partner = factors[j]
             if partner[0] == matrix and (symmetric or partner[1] != transposed):
-                total += variance * inner_face * planar(factors[1:j]) * planar(factors[j + 1 :])
+                inside = sum(w * data.moment(e) for e, w in faces(factors[1:j], powers[1 : j + 1]).items())
+                weight = variance * inner_face * inside
+                for e, w in faces(factors[j + 1 :], powers[j + 1 :]).items():
+                    total[powers[0] + e] = total.get(powers[0] + e, 0.0) + weight * w
         return total
 
     out = np.empty(len(words))
     for i, word in enumerate(words):
-        scalar, factors = 1.0, ()
+        scalar, factors, powers = 1.0, [], [0.0]
         for code in word:
-            s, f = letters[code]
-            scalar, factors = scalar * s, factors + f
-        out[i] = scalar * planar(factors)
+            s, power, f = letters[code]
+            scalar *= s
+            powers[-1] += power
+            for factor in f:
+                factors.append(factor)
+                powers.append(0.0)
+        out[i] = scalar * sum(w * data.moment(e) for e, w in faces(tuple(factors), tuple(powers)).items())
     return out
+
+
+def _letter_items(model, specs):
+    """Each letter code as (scalar, power of Σ, Gaussian factors): ``c Σ^b`` for an aligned index's letters (MATH.md
+    §10), Σ itself (1, 1, ()), the kind's `letter_factors` (power 0) otherwise."""
+    family, kinds = model.family, model.family.letter_kinds
+    items = []
+    for k in range(1, model.K + 1):
+        spec = specs[k]
+        if spec.kind == "aligned":
+            items += [(spec.c, float(spec.exponent), ())] * len(kinds)
+            continue
+        by_kind = family.letter_factors(k, spec)
+        items += [(by_kind[kind][0], 0.0, by_kind[kind][1]) for kind in kinds]
+    return items + ([(1.0, 1.0, ())] if model.sigma else [])
 
 
 def _complete(model, specs):
@@ -89,9 +119,10 @@ def _complete(model, specs):
     return specs
 
 
-def empirical_moments(model, factors, words):
-    """``(1/d) Tr`` of the words on the finite-d matrices built from ``factors``."""
-    return trace_moments(words, letter_matrices(model.kind, factors))
+def empirical_moments(model, factors, words, sigma=None):
+    """``(1/d) Tr`` of the words on the finite-d matrices built from ``factors`` (and the data covariance ``sigma``,
+    a d × d Σ, when the model has the letter)."""
+    return trace_moments(words, letter_matrices(model.kind, factors, sigma))
 
 
 # ---- deterministic matrices with the d = ∞ law (the matrix-model closure's start) --------------
@@ -119,7 +150,7 @@ def _haar(n, rng):
     return Q * np.sign(np.diag(R))
 
 
-def law_factors(model, specs, n, seed=0):
+def law_factors(model, specs, n, seed=0, data=ISOTROPIC):
     """Deterministic n-dimensional factors whose letters follow the d = ∞ initial law.
 
     Singular values at the quantiles of each Gaussian factor's limiting law (squares of
@@ -146,6 +177,8 @@ def law_factors(model, specs, n, seed=0):
             )
         if spec.kind == "identity":
             factors.append(model.family.identity_factor(spec.c, n))
+        elif spec.kind == "aligned":  # c Σ^b of Σ at the law's n quantiles (`momentgen.data.DataCovariance.power`)
+            factors.append(model.family.aligned_factor(spec.c, data.power(n, spec.exponent / 2)))
         else:
             factors.append(model.family.law_factor(spec, n, rng, gaussian))
     return factors
@@ -154,7 +187,9 @@ def law_factors(model, specs, n, seed=0):
 # ---- the truncated GNS representation of the initial state (MATH.md §8) ------------------------
 
 
-def initial_representation(model, specs, n, moments=None, tol=1e-10, generators=None, variant="gauss", edge=None):
+def initial_representation(
+    model, specs, n, moments=None, tol=1e-10, generators=None, variant="gauss", edge=None, data=ISOTROPIC
+):
     """The degree-n representation of the initial state of ``model``.
 
     Default: the d = ∞ law of independent ``specs`` ({k: InitSpec}) as a free product of each
@@ -172,36 +207,34 @@ def initial_representation(model, specs, n, moments=None, tol=1e-10, generators=
     that is not a multiple of the identity, when its kind gives its law (`ModelKind.spectral_law`):
     then every other letter is a scalar on its space, the flow of its layer is represented exactly,
     and the representation carries the exact root (`Representation.roots`). Ignored otherwise.
+
+    ``data``: the tokens' covariance Σ of a model with the letter Σ (MATH.md §10). Σ and the aligned letters
+    c Σ^b are one commutative component (`data_component`) free from the Gaussian indices: a discrete measure of
+    Σ's law — its (n + 1)-point Gauss rule (exact for the words of Σ alone to degree 2n + 1; an aligned letter with
+    b ∉ {0, 1} is not a polynomial in Σ, so its mixed words are exact only to that rule's accuracy), or with
+    ``edge``, when every index is an identity or aligned (`layered_index` 0), the edge-adapted rule of its law.
     """
     if variant not in ("gauss", "radau"):
         raise ModelError(f"variant must be 'gauss' or 'radau', got {variant!r}")
     radau = variant == "radau"
     family = model.family
-    if family.closed:
+    if family.closes(model):
         raise ModelError(
             f'the {model.kind} model\'s hierarchy is closed: it needs no quadrature closure (use closure = "zero")'
         )
     if n < 0:
         raise ModelError(f"quadrature order n must be ≥ 0 (degree M ≥ 1), got {n}")
-    size = len(family.letter_kinds) * model.K
+    size = model.alphabet.size
     generators = set(range(size) if generators is None else generators)
-    transpose = family.transpose_table(model.K)
     if moments is not None:
-        spanning = [c for c in range(size) if c in generators]
-        passengers = [c for c in range(size) if c not in generators]
-        kernels = {c: p for c, p in getattr(moments, "kernels", {}).items() if c in generators}
-        component = gram_component(spanning, transpose, moments, n, tol, passengers, kernels)
-        component.edges = {c: z for c, z in getattr(moments, "edges", {}).items() if c in component.letters}
-        if radau:
-            if not component.edges:
-                return None
-            component = block_radau(component, n)
-        return free_product([component], n, size)
+        return _representation_of_moments(model, moments, n, tol, generators, radau)
     specs = _complete(model, specs)
-    layered = layered_index(model, specs, edge)
-    components = []
+    layered = layered_index(model, specs, edge, data)
+    components = [data_component(model, specs, n, data, edge if layered == 0 else None)] if model.sigma else []
     for k in range(1, model.K + 1):
         spec, codes = specs[k], family.letter_codes(k)
+        if spec.kind == "aligned":  # a function of Σ: on Σ's component
+            continue
         if k == layered:
             law, code = family.spectral_law(k, spec), codes[0]
             components.append(measure_component(code, *edge_rule(law, n, *edge), n))
@@ -221,19 +254,52 @@ def initial_representation(model, specs, n, moments=None, tol=1e-10, generators=
     return free_product(components, n, size, radau)
 
 
-def layered_index(model, specs, edge):
+def _representation_of_moments(model, moments, n, tol, generators, radau):
+    """One Gram–Schmidt over the letters of ``model`` from a moment oracle (`initial_representation`); its Gauss–Radau
+    variant (None without a known edge) when ``radau``."""
+    size, transpose = model.alphabet.size, model.alphabet.transpose
+    spanning = [c for c in range(size) if c in generators]
+    passengers = [c for c in range(size) if c not in generators]
+    kernels = {c: p for c, p in getattr(moments, "kernels", {}).items() if c in generators}
+    component = gram_component(spanning, transpose, moments, n, tol, passengers, kernels)
+    component.edges = {c: z for c, z in getattr(moments, "edges", {}).items() if c in component.letters}
+    if radau:
+        if not component.edges:
+            return None
+        component = block_radau(component, n)
+    return free_product([component], n, size)
+
+
+def layered_index(model, specs, edge, data=ISOTROPIC):
     """The index that gets the edge-adapted rule: the only one that is not the identity, if its kind
-    knows its law; else None."""
+    knows its law; 0 (Σ's index in the alphabet) when the tokens have a covariance with a named law and every index
+    is an identity or aligned with it (then Σ's component is the only one that is not a scalar); else None."""
     if edge is None:
         return None
     specs = _complete(model, specs)
+    if model.sigma:
+        scalar_or_aligned = all(specs[k].kind in ("identity", "aligned") for k in range(1, model.K + 1))
+        return 0 if scalar_or_aligned and data.law is not None else None
     others = [k for k in range(1, model.K + 1) if specs[k].kind != "identity"]
     if len(others) != 1 or model.family.spectral_law(others[0], specs[others[0]]) is None:
         return None
     return others[0]
 
 
-def matrix_moments(model, factors):
+def data_component(model, specs, n, data, edge=None):
+    """Σ and the aligned letters ``c Σ^b`` (with their exact roots) as one `Component` on a discrete measure of Σ's law:
+    its (n + 1)-point Gauss rule, or the edge-adapted rule `momentgen.edge.edge_rule` (``edge`` = (step, depth))."""
+    nodes, weights = data.rule(n) if edge is None else edge_rule(data.law, n, *edge)
+    functions = {}
+    for k in range(1, model.K + 1):
+        spec = specs[k]
+        if spec.kind == "aligned":
+            values = spec.c * nodes**spec.exponent
+            functions.update({c: (values, np.sqrt(np.clip(values, 0.0, None))) for c in model.family.letter_codes(k)})
+    return measure_component(model.sigma_code, nodes, weights, n, functions)
+
+
+def matrix_moments(model, factors, sigma=None):
     """A moment oracle on finite-d matrices (e.g. the ones an SGD run starts from): words are
     reduced to canonical form (packed, vectorised) first, so each distinct trace is computed once.
 
@@ -241,7 +307,7 @@ def matrix_moments(model, factors):
     alphabet) that the oracle reads as the orthogonal projector onto that letter's kernel —
     the rank split of `gram_component`. Words holding such a code are traced as they are.
     """
-    letters, alphabet = letter_matrices(model.kind, factors), model.alphabet
+    letters, alphabet = letter_matrices(model.kind, factors, sigma), model.alphabet
     projectors = model.family.kernel_projectors(factors)
     kernels = {c: alphabet.size + j for j, c in enumerate(projectors)}
     extended = letters + list(projectors.values())

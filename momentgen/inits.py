@@ -3,7 +3,9 @@
 * ``gaussian``: factors with iid ``N(0, scale²/d)`` entries and inner width ``width_ratio · d``
   (scales ``scale_U``, ``scale_V`` for a kind with two factors);
 * ``identity``: the letters are ``c I``;
-* ``from-file``: finite-d matrices from an ``.npz`` (`momentgen.matrices.load_factors`).
+* ``from-file``: finite-d matrices from an ``.npz`` (`momentgen.matrices.load_factors`);
+* ``aligned``: the letter is ``c Σ^b`` (b = ``exponent``), a function of the data covariance Σ
+  (MATH.md §10: the source condition of the scaling-law literature).
 
 ``mean``: the pre-activation mean ``Tr(M_k)/√d`` of a kind with a mean (None: not set — 0 at
 d = ∞; a draw keeps its own O(1/√d) value, a file its own value).
@@ -17,7 +19,7 @@ from .errors import ModelError
 
 __all__ = ["InitSpec", "INIT_KINDS"]
 
-INIT_KINDS = ("gaussian", "identity", "from-file")
+INIT_KINDS = ("gaussian", "identity", "from-file", "aligned")
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class InitSpec:
     c: float = 1.0
     path: str = None
     mean: float = None  # a kind with a mean: m_k = Tr(M_k)/√d at the start (None: not set)
+    exponent: float = 1.0  # aligned: b of c Σ^b
 
     def __post_init__(self):
         if self.kind not in INIT_KINDS:

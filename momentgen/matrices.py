@@ -19,6 +19,7 @@ from .files import check_regular_file
 
 __all__ = [
     "read_vectors",
+    "read_covariance",
     "letter_matrices",
     "trace_moments",
     "means",
@@ -47,9 +48,10 @@ def matrix_bytes(model, n, inits=None, batch=0, L=1):
     return square + 8.0 * batch * L * n * (model.K + 3)
 
 
-def letter_matrices(model, factors):
-    """The letter matrices of the kind ``model`` (a name) built from its factors, in letter-code order."""
-    return models.get(model).letter_matrices(factors)
+def letter_matrices(model, factors, sigma=None):
+    """The letter matrices of the kind ``model`` (a name) built from its factors, in letter-code order, and the data
+    covariance ``sigma`` (a d × d Σ, or None) last."""
+    return models.get(model).letter_matrices(factors, sigma)
 
 
 def means(model, factors):
@@ -64,9 +66,10 @@ def _complete(model, specs):
     return specs
 
 
-def sample_factors(model, specs, d, seed):
+def sample_factors(model, specs, d, seed, data=None):
     """Finite-d factors (the kind's layout) drawn from ``specs`` ({k: InitSpec}) with a seed; from-file
-    indices are read (their d must be ``d``)."""
+    indices are read (their d must be ``d``); aligned ones are ``c Σ^b`` of the data covariance ``data``
+    (`momentgen.data.DataCovariance`)."""
     rng = np.random.default_rng(seed)
     specs = _complete(model, specs)
     family, factors = model.family, []
@@ -76,16 +79,18 @@ def sample_factors(model, specs, d, seed):
             factors.append(load_factors(model, spec.path, d))
         elif spec.kind == "identity":
             factors.append(family.identity_factor(spec.c, d))
+        elif spec.kind == "aligned":
+            factors.append(family.aligned_factor(spec.c, data.power(d, spec.exponent / 2)))
         else:
             factors.append(family.sample_factor(spec, d, rng))
     return factors
 
 
-def initial_factors(model, inits, d, seed):
+def initial_factors(model, inits, d, seed, data=None):
     """The finite-d matrices an SGD run with ``seed`` starts from (shared with the matrix flow
     and with the theory started from finite matrices)."""
     init_seed = np.random.SeedSequence(seed).spawn(2)[0]
-    return sample_factors(model, inits, d, seed=int(init_seed.generate_state(1)[0]))
+    return sample_factors(model, inits, d, seed=int(init_seed.generate_state(1)[0]), data=data)
 
 
 def load_factors(model, path, d=None):
@@ -106,6 +111,35 @@ def load_factors(model, path, d=None):
     if d is not None and size != d:
         raise ModelError(f"{path}: matrices are {size}-dimensional but d = {d}")
     return factor
+
+
+def read_covariance(path):
+    """A from-file data covariance Σ (MATH.md §10): ``{"values": eigenvalues (ascending), "vectors": eigenvectors or
+    None}`` from an .npz holding ``eigenvalues`` (a vector: Σ diagonal) or ``Sigma`` (a symmetric positive-definite
+    matrix), checked like a from-file init (size, dtype, finite) and then for symmetry and positivity."""
+    what = "[data] covariance file"
+    try:
+        arrays = _read_npz(path, (("eigenvalues",),), what, ndim=1)
+        values, vectors = arrays["eigenvalues"], None
+    except ModelError as error:
+        if "holds" not in str(error):
+            raise
+        S = _read_npz(path, (("eigenvalues",), ("Sigma",)), what)["Sigma"]
+        if S.shape[0] != S.shape[1]:
+            raise ModelError(f"{path}: array Sigma must be square, got shape {S.shape}") from None
+        asymmetry = float(np.abs(S - S.T).max())
+        if asymmetry > 1e-12 * max(1.0, float(np.abs(S).max())):
+            raise ModelError(
+                f"{path}: array Sigma is not symmetric (max |Sigma - Sigma^T| = {asymmetry:.3g})"
+            ) from None
+        values, vectors = np.linalg.eigh(S)
+    smallest = float(np.min(values))
+    if not smallest > 0:
+        raise ModelError(f"{path}: Sigma must be positive definite (smallest eigenvalue {smallest:.3g})")
+    if len(values) > MAX_DIMENSION:
+        raise ModelError(f"{path}: Sigma has dimension {len(values)}; the limit is d ≤ {MAX_DIMENSION}")
+    order = np.argsort(values)
+    return {"values": tuple(float(v) for v in values[order]), "vectors": None if vectors is None else vectors[:, order]}
 
 
 def read_vectors(path, names, what):

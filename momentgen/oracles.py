@@ -31,6 +31,7 @@ __all__ = [
     "solvable_tied_average",
     "solvable_tied_risk",
     "riccati_tied_moments",
+    "aligned_tied_average",
 ]
 
 
@@ -148,3 +149,37 @@ def solvable_tied_average(t, power, c=1.0, sigma=1.0, rate=1.0):
 def solvable_tied_risk(t, c=1.0, sigma=1.0, rate=1.0):
     """2 τ((S(t) − c)²) on the solvable case, to its far tail (`solvable_tied_average`)."""
     return solvable_tied_average(t, "risk", c, sigma, rate)
+
+
+def aligned_tied_average(t, word, exponent, b, c, c0):
+    """The exact d = ∞ commuting case of MATH.md §10 (tied, L = 1, mse(h1): Γ₁₁ = 2, Γ₁₂ = −2, no weight decay):
+    student ``S₁ = c₀ I``, teacher ``S₂ = c Σ^b`` aligned with a power-law Σ (eigenvalue (1 + a) u^a at quantile
+    u, a = ``exponent``). Everything commutes; the eigenvalue s of S₁ in Σ's eigen-direction λ follows the
+    logistic flow ``ds/dt = −4λ² s (s − s*)``, s* = c λ^b, so ``s(t) = s* / (1 + (s*/c₀ − 1) e^{−4λ² s* t})``
+    (where s* ≪ c₀ the direction first relaxes algebraically, s ≈ c₀/(1 + 4λ²c₀t), then exponentially).
+
+    ``word``: ``"risk"`` (2 τ(Σ(S₁ − S₂)Σ(S₁ − S₂)) = 2∫λ²(s − s*)²) or a pair (p, q) for τ(Σ^p S₁^q). Integrated
+    over u = e^{−v} by adaptive quadrature with breakpoints where the direction escaping at time t sits
+    (4λ² s* t ~ 1): the small directions are learned last and make the power-law tail. ``t``: times on
+    t = 4nη/d (array)."""
+    a = float(exponent)
+    values = []
+    for s in np.atleast_1d(np.asarray(t, dtype=float)):
+
+        def integrand(v, s=s):
+            u = np.exp(-v)
+            lam = (1 + a) * u**a
+            star = c * lam**b
+            k = 4 * lam**2 * star * s  # s = c₀ / (4λ²c₀t (1 − e^{−k})/k + e^{−k}): no 0/0 where s* underflows
+            growth = -np.expm1(-k) / k if k > 0 else 1.0
+            current = c0 / (4 * lam**2 * c0 * s * growth + np.exp(-k))
+            f = 2 * lam**2 * (current - star) ** 2 if word == "risk" else lam ** word[0] * current ** word[1]
+            return f * u
+
+        front = [] if s == 0 else [np.log((1 + a) ** (1 / a)) + np.log(4 * c * s) / (a * (2 + b))]  # λ^{2+b} ≈ 1/(4cs)
+        points = sorted({p + shift for p in front for shift in (-2.0, 0.0, 2.0) if p + shift > 0})
+        upper = max([60.0] + [p + 40.0 for p in points])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", IntegrationWarning)
+            values.append(quad(integrand, 0, upper, points=points or None, limit=400, epsabs=1e-30, epsrel=1e-10)[0])
+    return np.array(values)

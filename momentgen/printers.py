@@ -36,11 +36,13 @@ def summary(program):
     noise = [f"finite-learning-rate terms (quadratic): {len(program.noise_symbol)}"] if program.has_noise else []
     return "\n".join(
         [
-            f"{m.kind} model, K = {m.K}, trainable {list(m.trainable)}, degree M = {program.degree}, "
+            f"{m.kind} model, K = {m.K}, trainable {list(m.trainable)}"
+            + (", data covariance letter Sigma" if m.sigma else "")
+            + f", degree M = {program.degree}, "
             f"time {m.time_scale}",
             f"state words: {len(program.packed)} (per degree {per})",
             f"terms (nnz): {program.nnz}",
-            f"dropped by the zero closure: {len(program.dropped_packed)} words of degree {program.degree + 1} "
+            f"dropped by the zero closure: {len(program.dropped_packed)} words of degree > {program.degree} "
             f"in {len(program.dropped_symbol)} terms of {len(set(program.dropped_rows()))} state words",
             *noise,
             "coefficient symbols: " + ", ".join(s.name for s in program.symbols),
@@ -100,7 +102,7 @@ def graph(program):
         raise ModelError("Program.graph() needs networkx: pip install 'momentgen[graph]'") from None
     g = nx.DiGraph()
     g.add_nodes_from((w, {"degree": len(w.split()), "dropped": False}) for w in program.words)
-    g.add_nodes_from((w, {"degree": program.degree + 1, "dropped": True}) for w in program.dropped_words)
+    g.add_nodes_from((w, {"degree": len(w.split()), "dropped": True}) for w in program.dropped_words)
     for rows, targets, syms, names in (
         (program._rows, program.target, program.symbol, program.words),
         (program.dropped_rows(), program.dropped_target, program.dropped_symbol, program.dropped_words),
@@ -115,9 +117,12 @@ def graph(program):
 
 
 def _latex_word(text):
-    """``S1 S2^T`` → ``S_1 S_2^{\\top}``."""
+    """``S1 S2^T`` → ``S_1 S_2^{\\top}``; the data covariance ``Sigma`` → ``\\Sigma``."""
     out = []
     for letter in text.split():
+        if letter == "Sigma":
+            out.append(r"\Sigma")
+            continue
         transposed = letter.endswith("^T")
         base = letter[:-2] if transposed else letter
         name, index = base.rstrip("0123456789"), base[len(base.rstrip("0123456789")) :]

@@ -76,6 +76,17 @@ class Problem:
     def specs(self):
         return self.config.inits()
 
+    @cached_property
+    def data(self):
+        """The tokens' covariance Σ (`momentgen.data.DataCovariance`)."""
+        return self.config.data()
+
+    def sigma_of(self, factors):
+        """Σ at the dimension of ``factors`` (a d × d matrix), None for isotropic tokens."""
+        if not self.model.sigma:
+            return None
+        return self.data.matrix(self.family.dimension(factors[0]))
+
     @property
     def gamma(self):
         return self.config.section("model")["gamma"]
@@ -129,7 +140,7 @@ class Problem:
     @cached_property
     def word_codes(self):
         """The reported words as letter-code tuples (the flow engine's and the moment oracles' form)."""
-        return [parse(w, self.model.kind, self.model.K) for w in self.words]
+        return [parse(w, self.model) for w in self.words]
 
     @property
     def means(self):
@@ -142,15 +153,15 @@ class Problem:
     def initial_moments(self, codes):
         """Moments of the words ``codes`` at the start: the factors' ``(1/d) Tr``, or exact at d = ∞."""
         if self.factors is not None:
-            return empirical_moments(self.model, self.factors, codes)
-        return exact_moments(self.model, self.specs, codes)
+            return empirical_moments(self.model, self.factors, codes, self.sigma_of(self.factors))
+        return exact_moments(self.model, self.specs, codes, self.data)
 
     def fast_phase(self):
         """A kind with a mean: the fast phase on t = nη from the initial order parameters (exact in every
         closure), as ``{"fast_t", "fast_m", "m_star"}``; else ``{}``."""
         if self.family.centred:
             return {}
-        program = build(self.model, 2, [])
+        program = build(self.model, self.family.state_degree(self.model), [])
         truncation = Truncation(program, self.potential, self.gamma, means=self.means)
         times, m = truncation.fast_phase(self.initial_moments(program.word_codes), self.integrate["fast_T"])
         return {"fast_t": times, "fast_m": m, "m_star": truncation.m.copy()}
@@ -161,7 +172,7 @@ class Problem:
         `momentgen.flow.run`): a `momentgen.flow.FlowRun`."""
         return run_flow(
             self.model, factors, self.source(means), times=self.times, codes=self.word_codes, texts=self.words,
-            spectra=spectra,
+            spectra=spectra, sigma=self.sigma_of(factors),
         )  # fmt: skip
 
     def source(self, means=None):

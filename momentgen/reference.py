@@ -1,6 +1,7 @@
 """The reference side: online SGD at finite d, and the deterministic finite-d matrix flow.
 
-Online SGD (MATH.md §1): fresh tokens ``x_1..x_L`` with ``E[x_ia x_jb] = C_ij δ_ab``, a
+Online SGD (MATH.md §1): fresh tokens ``x_1..x_L`` with ``E[x_ia x_jb] = C_ij δ_ab`` (``C_ij Σ_ab`` with a data
+covariance, MATH.md §10: x = Σ^{1/2} z, O(B d) for a diagonal Σ), a
 minibatch of ``B`` samples, the batch-averaged gradient, learning rate ``η`` and weight
 decay ``γ``: ``P ← P − η ∇_P ℓ − (ηγ/d) P`` for every trainable factor. The step of each kind
 is the kind's own (`ModelKind.sgd_step`: analytic, BLAS-shaped, no Python loop over samples);
@@ -147,9 +148,14 @@ def loss_value(loss):
     return value
 
 
-def _word_codes(kind, K, words):
-    texts = [canonical(w, kind) for w in words]
-    return texts, [parse(w, kind, K) for w in texts]
+def _word_codes(model, words):
+    texts = [canonical(w, model) for w in words]
+    return texts, [parse(w, model) for w in texts]
+
+
+def _sigma(model, data, d):
+    """Σ at dimension d as a matrix for the letter Σ (None for isotropic tokens)."""
+    return None if not model.sigma else data.matrix(d)
 
 
 class SGDRun:
@@ -159,8 +165,8 @@ class SGDRun:
     as they were) when the step met a non-finite number.
     """
 
-    def __init__(self, model, loss, C, factors, lr, batch, gamma, rng, gradient=None):
-        self.model, self.family, self.L = model, model.family, loss.L
+    def __init__(self, model, loss, C, factors, lr, batch, gamma, rng, gradient=None, data=None):
+        self.model, self.family, self.L, self.data = model, model.family, loss.L, data
         self.factors = [tuple(np.array(f) for f in x) if isinstance(x, tuple) else np.array(x) for x in factors]
         self.d = self.family.dimension(self.factors[0]) if self.factors else 0
         self.lr, self.batch, self.gamma, self.rng = lr, batch, gamma, rng
@@ -168,15 +174,31 @@ class SGDRun:
         w, V = np.linalg.eigh(self.C)
         self.C_root = (V * np.sqrt(np.clip(w, 0, None))) @ V.T
         self.gradient = loss_gradient(loss) if gradient is None else gradient
+        self._covariance = None  # (d, Σ for the Batch, Σ^{1/2}): built at the first step of a dimension
+
+    def covariance(self):
+        """(Σ as the `Batch` reads it, Σ^{1/2}) at the run's d — the diagonals (d,) of a diagonal Σ, else d × d
+        matrices; (None, None) for isotropic tokens."""
+        if self.data is None or self.data.isotropic:
+            return None, None
+        if self._covariance is None or self._covariance[0] != self.d:
+            values, basis = self.data.eigenvalues(self.d), self.data.basis(self.d)
+            if basis is None:
+                self._covariance = (self.d, values, np.sqrt(values))
+            else:
+                self._covariance = (self.d, (basis * values) @ basis.T, (basis * np.sqrt(values)) @ basis.T)
+        return self._covariance[1:]
 
     def tokens(self):
         Z = self.rng.standard_normal((self.batch, self.L, self.d))
+        root = self.covariance()[1]
+        if root is not None:  # x = Σ^{1/2} z (Σ^{1/2} symmetric)
+            Z = Z * root if root.ndim == 1 else Z @ root
         return Z if self.L == 1 and self.C[0, 0] == 1.0 else np.einsum("ij,bjd->bid", self.C_root, Z)
 
     def step(self):
-        moved = self.family.sgd_step(
-            self.model, self.factors, Batch(self.tokens(), self.gradient, self.C), self.lr, self.gamma
-        )
+        batch = Batch(self.tokens(), self.gradient, self.C, self.covariance()[0])
+        moved = self.family.sgd_step(self.model, self.factors, batch, self.lr, self.gamma)
         if moved is None:
             return False
         self.factors = moved
@@ -209,10 +231,10 @@ class RiskProbe:
     returns (mean, standard error) over ``samples`` samples, drawn in batches of at most 512.
     """
 
-    def __init__(self, model, loss, C, rng, samples, chunk=512):
+    def __init__(self, model, loss, C, rng, samples, chunk=512, data=None):
         self.model, self.samples, self.chunk = model, int(samples), chunk
         self.value = loss_value(loss)
-        self.sampler = SGDRun(model, loss, C, [], 0.0, 1, 0.0, rng, gradient=self._record)
+        self.sampler = SGDRun(model, loss, C, [], 0.0, 1, 0.0, rng, gradient=self._record, data=data)
         self._G = None
 
     def _record(self, G):
@@ -280,6 +302,7 @@ def sgd(
     horizon=None,
     risk_samples=0,
     spectra=None,
+    data=None,
 ):
     """Run online SGD and measure ``words`` at the theory ``times``.
 
@@ -314,16 +337,21 @@ def sgd(
     spectra : {name: letter codes}, optional
         Also record the eigenvalues of each symmetric product of letters (`momentgen.spectra`) at
         each time: ``info["spectra"][name]``, a list of arrays.
+    data : momentgen.data.DataCovariance, optional
+        The tokens' covariance Σ (MATH.md §10; None: isotropic); aligned inits are c Σ^b of it.
 
     A step that meets a non-finite number stops the run: ``info["status"] = "diverged"`` and
     ``info["message"]`` says at which step and time; the result holds the times reached.
     """
-    texts, codes = _word_codes(model.kind, model.K, words)
+    texts, codes = _word_codes(model, words)
     if factors is None:
-        factors = initial_factors(model, inits, d, seed)
+        factors = initial_factors(model, inits, d, seed, data)
+    sigma = _sigma(model, data, d)
     token_seed, risk_seed = np.random.SeedSequence(seed).spawn(3)[1:]
-    run = SGDRun(model, loss, C, factors, lr, batch, gamma, np.random.default_rng(token_seed))
-    probe = RiskProbe(model, loss, C, np.random.default_rng(risk_seed), risk_samples) if risk_samples else None
+    run = SGDRun(model, loss, C, factors, lr, batch, gamma, np.random.default_rng(token_seed), data=data)
+    probe = (
+        RiskProbe(model, loss, C, np.random.default_rng(risk_seed), risk_samples, data=data) if risk_samples else None
+    )
     rates = _StepRates(model, d, lr, batch, schedules, times[-1] if horizon is None else horizon)
     schedule = steps_for(model, times, d, lr)
     fast = [] if fast_times is None else list(np.rint(np.asarray(fast_times, float) / lr).astype(np.int64))
@@ -350,7 +378,7 @@ def sgd(
             if status != "ok":
                 break
             with np.errstate(all="ignore"):  # a diverging state is caught just below, with its step
-                letters = letter_matrices(model.kind, run.factors)
+                letters = letter_matrices(model.kind, run.factors, sigma)
                 measured = trace_moments(codes, letters)
             if not np.all(np.isfinite(measured)):
                 status, message = diverged(step)
@@ -383,25 +411,26 @@ def sgd(
     )
 
 
-def mean_increments(model, loss, factors, *, lr, batch, words, steps, gamma=0.0, C=None, seed=0):
+def mean_increments(model, loss, factors, *, lr, batch, words, steps, gamma=0.0, C=None, seed=0, data=None):
     """The mean one-step change of each word's normalised trace, per unit of the kind's time axis,
-    over ``steps`` independent SGD steps from the same ``factors`` (fresh minibatches, ``seed``);
-    returns (mean, standard error), arrays over ``words``. Uses only the loss and the sampler: the
-    independent side of the drift check of `momentgen.verification`."""
-    texts, codes = _word_codes(model.kind, model.K, words)
-    run = SGDRun(model, loss, C, factors, lr, batch, gamma, np.random.default_rng(seed))
-    start, base = run.factors, trace_moments(codes, letter_matrices(model.kind, factors))
+    over ``steps`` independent SGD steps from the same ``factors`` (fresh minibatches, ``seed``; tokens of
+    covariance Σ of ``data``); returns (mean, standard error), arrays over ``words``. Uses only the loss and the
+    sampler: the independent side of the drift check of `momentgen.verification`."""
+    texts, codes = _word_codes(model, words)
+    run = SGDRun(model, loss, C, factors, lr, batch, gamma, np.random.default_rng(seed), data=data)
+    sigma = _sigma(model, data, run.d)
+    start, base = run.factors, trace_moments(codes, letter_matrices(model.kind, factors, sigma))
     per_time = model.family.steps_per_time(run.d, lr)
     increments = np.empty((steps, len(codes)))
     for i in range(steps):
         run.factors = start
         if not run.step():
             raise FloatingPointError(f"an SGD step from the given state met a non-finite number (η = {lr:g})")
-        increments[i] = (trace_moments(codes, letter_matrices(model.kind, run.factors)) - base) * per_time
+        increments[i] = (trace_moments(codes, letter_matrices(model.kind, run.factors, sigma)) - base) * per_time
     return increments.mean(0), increments.std(0, ddof=1) / np.sqrt(steps)
 
 
-def matrix_flow(model, factors, source, *, times, words, rtol=1e-9, atol=1e-11):
+def matrix_flow(model, factors, source, *, times, words, rtol=1e-9, atol=1e-11, data=None):
     """Integrate the population gradient flow of finite-d factors; measure ``words`` at ``times``
     (on the kind's axis, ``model.time_scale``: tied t = 4nη/d, others τ = nη/d).
 
@@ -409,11 +438,21 @@ def matrix_flow(model, factors, source, *, times, words, rtol=1e-9, atol=1e-11):
     `momentgen.flow`; the theory's is `momentgen.truncation.CoefficientSource`, which for a kind with
     a mean uses the slaved m*(q) and the trace-conserving β′ of MATH.md §4). Deterministic and free
     of truncation: the finite-d reference between SGD and the hierarchy. A state the source
-    cannot pass ends the run early (``info["status"]``).
+    cannot pass ends the run early (``info["status"]``). ``data``: the tokens' covariance Σ (a fixed letter).
     """
-    texts, codes = _word_codes(model.kind, model.K, words)
-    run = run_flow(model, factors, source, times=times, codes=codes, texts=texts, rtol=rtol, atol=atol)
+    texts, codes = _word_codes(model, words)
     d = model.family.dimension(factors[0])
+    run = run_flow(
+        model,
+        factors,
+        source,
+        times=times,
+        codes=codes,
+        texts=texts,
+        rtol=rtol,
+        atol=atol,
+        sigma=_sigma(model, data, d),
+    )
     return SimulationResult(
         run.t, run.series, d, info={"nfev": run.info["nfev"], "status": run.status, "message": run.message}
     )
@@ -425,7 +464,7 @@ def _seed_run(config, d, seed, times, words, fast_times, progress, risk_samples=
     return sgd(config.model, config.loss(), config.inits(), d=d, lr=config.section("sgd")["lr"],
                batch=config.section("sgd")["batch"], times=times, words=words, gamma=table["gamma"], C=table["C"],
                seed=seed, progress=progress, fast_times=fast_times, schedules=config.schedules(),
-               horizon=config.section("integrate")["T"], risk_samples=risk_samples)  # fmt: skip
+               horizon=config.section("integrate")["T"], risk_samples=risk_samples, data=config.data())  # fmt: skip
 
 
 def _integrated_time(config, times):

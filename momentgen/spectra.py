@@ -30,7 +30,7 @@ def spectral_product(model, letter):
     itself when it is symmetric, else ``X Xᵀ``."""
     from .words import parse  # noqa: PLC0415 - words imports nothing of this module; keep the import local
 
-    codes = parse(letter, model.kind, model.K)
+    codes = parse(letter, model)
     if len(codes) != 1:
         raise ValueError(f"a spectrum is of one letter, e.g. 'S1'; {letter!r} has {len(codes)}")
     code = codes[0]

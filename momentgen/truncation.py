@@ -110,9 +110,11 @@ class Truncation:
         )
         K = self.model.K
         pairs = [(k, l) for k in range(1, K + 1) for l in range(1, K + 1)]
-        self._Q = np.array([[program.index(word) for word in self.family.order_words(k, l)] for k, l in pairs])
+        self._Q = np.array(
+            [[program.index(word) for word in self.family.order_texts(self.model, k, l)] for k, l in pairs]
+        )
         self._Q = self._Q.T.reshape(2, K, K)  # state indices of Q1_kl and Q2_kl
-        self._word = {text: program.index(text) for text, _ in self.family.required_words(self.model)}
+        self._word = {text: program.index(text) for text, _ in self.family.state_words(self.model)}
         self.branch = Branch(np.zeros(K) if means is None else np.asarray(means, float).reshape(K).copy())
         self.trainable = list(self.model.trainable)
 
@@ -312,7 +314,13 @@ class CoefficientSource:
 
     def __init__(self, model, potential, gamma=0.0, means=None, max_bytes=None, kappa=0.0, kappa_profile=None):
         noise = check_kappa(kappa) > 0  # κN1, κN2 too: the stochastic matrix model reads them
-        program = build(model, 2, [], noise=noise, **({} if max_bytes is None else {"max_bytes": max_bytes}))
+        program = build(
+            model,
+            model.family.state_degree(model),
+            [],
+            noise=noise,
+            **({} if max_bytes is None else {"max_bytes": max_bytes}),
+        )
         self.truncation = Truncation(program, potential, gamma, means=means, kappa=kappa, kappa_profile=kappa_profile)
         self.words = program.word_codes
 
@@ -352,8 +360,9 @@ def from_config(config, degree=None, program=None, initial=None, potential=None)
     if initial is not None:
         y0 = np.asarray(initial, dtype=float)
     elif factors is not None:
-        y0 = empirical_moments(model, factors, program.word_codes)
+        sigma = config.data().matrix(model.family.dimension(factors[0])) if model.sigma else None
+        y0 = empirical_moments(model, factors, program.word_codes, sigma)
     else:
-        y0 = exact_moments(model, config.inits(), program.word_codes)
+        y0 = exact_moments(model, config.inits(), program.word_codes, config.data())
     gamma = config.section("model")["gamma"]
     return Truncation(program, potential, gamma, means=config.initial_means(), kappa=kappa), y0

@@ -305,7 +305,7 @@ def _step_seconds(config, factors, lr, steps=20):
     """Seconds per SGD step at these factors (the best of two timings of ``steps`` steps)."""
     table = config.section("model")
     run = SGDRun(config.model, config.loss(), table["C"], factors, lr, config.section("sgd")["batch"],
-                 table["gamma"], np.random.default_rng(0))  # fmt: skip
+                 table["gamma"], np.random.default_rng(0), data=config.data())  # fmt: skip
     best = np.inf
     for _ in range(2):
         begin = time.perf_counter()
@@ -336,7 +336,7 @@ class _States:
 
     def factors(self, d, seed):
         if not self.fixed:
-            return initial_factors(self.model, self.config.inits(), d, seed)
+            return initial_factors(self.model, self.config.inits(), d, seed, self.config.data())
         lift = 2 if d == self.dims[1] else 1
         return [_lifted(f, lift) for f in self.base]
 
@@ -353,9 +353,7 @@ def _observables(config):
     """The words the checks compare: the reported ones that can move (hold a trainable letter)."""
     model = config.model
     words = [
-        w
-        for w in config.reported_words()
-        if any(model.alphabet.index(c) in model.trainable for c in parse(w, model.kind, model.K))
+        w for w in config.reported_words() if any(model.alphabet.index(c) in model.trainable for c in parse(w, model))
     ]
     return words[:6]
 
@@ -365,7 +363,7 @@ def _observables(config):
 
 def _exact_program(model, words, noise):
     """A program whose rows for ``words`` are exact (no term dropped by the zero closure)."""
-    degree = max(len(parse(w, model.kind, model.K)) for w in words) + 2
+    degree = max(len(parse(w, model)) for w in words) + 2
     for _ in range(6):
         program = build(model, degree, words, noise=noise)
         rows = [program.index(w) for w in words]
@@ -389,11 +387,12 @@ def _drift(config, start, dims, kappa, curve_kappa, plan, say):
         factors = start.factors(d, 0)
         if not model.family.centred:  # at t = 0 the mean is not slaved: the state after the fast phase
             factors = _after_fast_phase(config, factors, program, potential)
-        states[d] = (empirical_moments(model, factors, program.word_codes), model.family.means(factors))
+        sigma = config.data().matrix(d) if model.sigma else None
+        states[d] = (empirical_moments(model, factors, program.word_codes, sigma), model.family.means(factors))
         theory = Truncation(program, potential, gamma, means=states[d][1], kappa=curve_kappa).rhs(0.0, states[d][0])
         mean, se = mean_increments(
             model, config.loss(), factors, lr=kappa * batch / d, batch=batch, words=words, steps=steps,
-            gamma=gamma, C=C, seed=1,
+            gamma=gamma, C=C, seed=1, data=config.data(),
         )  # fmt: skip
         per_d[d] = {"theory": theory[rows], "sgd": mean, "se": se}
     (d1, a), (d2, b) = per_d.items()
@@ -481,7 +480,7 @@ def _closure(config, explicit, curve_kappa, say):
     T = config.section("integrate")["T"]
     note = ""
     if not explicit and CLOSURES[name].window_from_degrees and _window(theory) < T - 1e-12:
-        chosen = "quadrature" if curve_kappa == 0 or config.model.family.closed else "matrix-model"
+        chosen = "quadrature" if curve_kappa == 0 or config.model.family.closes(config.model) else "matrix-model"
         overrides = {"closure": chosen, **({"degree": _quadrature_degree(config)} if chosen == "quadrature" else {})}
         note = (
             f"the configured zero closure vouches only until t = {_window(theory):.4g} of {T:g}, so verify checked "
@@ -579,7 +578,7 @@ def _seed_pair(raw, source, d, seed, lr, times, words, kappa):
     factors = _States(config).factors(d, seed)
     run = sgd(model, config.loss(), config.inits(), d=d, lr=lr, batch=config.section("sgd")["batch"], times=times,
               words=words, gamma=table["gamma"], C=table["C"], seed=seed, factors=factors, progress=False,
-              schedules=config.schedules(), horizon=config.section("integrate")["T"])  # fmt: skip
+              schedules=config.schedules(), horizon=config.section("integrate")["T"], data=config.data())  # fmt: skip
     reached = run.steps / model.family.steps_per_time(d, lr)
     theory = solve_with_closure(config, factors=factors, kappa=kappa)
     if theory.status not in REACHED:

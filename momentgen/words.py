@@ -15,6 +15,10 @@ model       letters (1-based index ``k = 1..K``)         transpose
 ``direct``  ``Sk``, ``Sk^T``                             ``S ↔ Sᵀ``
 ==========  ==========================================  =========================
 
+With anisotropic tokens (MATH.md §10) every kind has one more letter, ``Sigma`` (Σ, its own transpose,
+after the indices' letters); the functions below then take the `momentgen.models.Model` (which knows
+``K`` and whether Σ is a letter) in place of the kind's name.
+
 Text syntax: letters separated by spaces, e.g. ``"M1 M2^T"``. Inside, a letter is a
 small integer *code*, ordered by ``(k, kind)`` with the kinds in the order of the
 table (so the order does not depend on ``K``), and a word is a tuple of codes. For
@@ -36,7 +40,7 @@ import numpy as np
 
 from . import models
 from .errors import WordError
-from .models.alphabet import Alphabet
+from .models.alphabet import SIGMA, Alphabet
 
 __all__ = [
     "MODELS",
@@ -55,12 +59,28 @@ _TOKEN = re.compile(r"^([A-Za-z]+)(\d+)(\^T)?$")
 
 
 def check_model(model):
-    """Return ``model`` if it is a registered kind (`momentgen.models.KINDS`), else raise a `WordError`."""
-    models.get(model)
+    """Return ``model`` if it is a registered kind (`momentgen.models.KINDS`) or a `momentgen.models.Model`, else
+    raise a `WordError`."""
+    if not isinstance(model, models.Model):
+        models.get(model)
     return model
 
 
+def _lettering(model, K=None):
+    """(kind name, K, Σ's code or None) of a kind name (no Σ) or a `momentgen.models.Model`."""
+    if isinstance(model, models.Model):
+        return model.kind, model.K, model.sigma_code
+    return check_model(model), K, None
+
+
 def _parse_letter(token, model, K):
+    model, K, sigma = _lettering(model, K)
+    if token == SIGMA:
+        if sigma is None:
+            raise WordError(
+                f'the letter {SIGMA} is the data covariance: it needs [data] covariance other than "isotropic"'
+            )
+        return sigma
     match = _TOKEN.match(token)
     kinds = models.get(model).letter_kinds
     if match is None:
@@ -77,7 +97,9 @@ def _parse_letter(token, model, K):
 
 
 def _letter_list(model):
-    return ", ".join(k.replace("^", "k^") if "^" in k else k + "k" for k in models.get(model).letter_kinds)
+    kind, _, sigma = _lettering(model)
+    names = [k.replace("^", "k^") if "^" in k else k + "k" for k in models.get(kind).letter_kinds]
+    return ", ".join(names + ([SIGMA] if sigma is not None else []))
 
 
 def parse(word, model, K=None):
@@ -104,6 +126,8 @@ def format_word(codes, model):
     >>> format_word((0, 5), "untied")
     'M1 M2^T'
     """
+    if isinstance(model, models.Model):
+        return " ".join(model.alphabet.name(int(c)) for c in codes)
     n = len(models.get(model).letter_kinds)
     return " ".join(Alphabet(model, max(codes) // n + 1).name(int(c)) for c in codes)
 
@@ -111,9 +135,13 @@ def format_word(codes, model):
 def canonical_codes(codes, model):
     """Canonical form of a word given as letter codes (Booth's least rotation, O(w))."""
     codes = tuple(int(c) for c in codes)
-    family = models.get(model)
-    n, flip = len(family.letter_kinds), family.transposes
-    reversal = tuple((c // n) * n + flip[c % n] for c in reversed(codes))
+    if isinstance(model, models.Model):
+        flip = model.alphabet.transpose
+        reversal = tuple(int(flip[c]) for c in reversed(codes))
+    else:
+        family = models.get(model)
+        n, flip = len(family.letter_kinds), family.transposes
+        reversal = tuple((c // n) * n + flip[c % n] for c in reversed(codes))
     return min(_least_rotation(codes), _least_rotation(reversal))
 
 

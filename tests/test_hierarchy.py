@@ -224,3 +224,39 @@ def test_listed_observables_are_built_when_their_demand_fits_and_stopped_when_it
         build(model, 6, ["M1 M2^T"], max_bytes=2**20)
     with pytest.raises(ModelError, match='list observables instead of "all"'):
         build(model, 6, "all", max_bytes=64 * 2**20)
+
+
+SIGMA_CASES = [
+    ("tied", 2, [1], 7, "all"),
+    ("tied", 3, [1, 3], 6, ["S1 Sigma S2 S3", "Sigma S1 Sigma S1 Sigma S2"]),
+    ("direct", 2, [1], 5, "all"),
+    ("direct", 2, [1, 2], 4, "all"),
+    ("symmetric", 2, [1], 6, "all"),
+    ("symmetric", 3, [1, 2], 4, "all"),
+]
+
+
+@pytest.mark.parametrize("kind,K,trainable,degree,observables", SIGMA_CASES)
+def test_derivation_with_a_data_covariance_is_exact(kind, K, trainable, degree, observables, rng):
+    """MATH.md §10: with the letter Σ (a random symmetric positive-definite matrix, not diagonal) the program on
+    exact finite-d moments equals the product rule of the matrix flow ``dS_k = −Σ_l Γ_kl(ΣS_lΣ S_k + S_k ΣS_lΣ)``
+    (tied; ``−2Σ_l ΣS_lΣ`` symmetric, ``−2Σ_l Σ(A S_l + B S_lᵀ)Σ`` direct) — the same 1e-10 relative tolerance as
+    `test_derivation_is_exact` (rounding ~1e-14; a wrong insertion of Σ shows at O(1)). The direct and symmetric
+    hierarchies no longer close: the zero closure drops words at the top degree."""
+    model = Model(kind, K, trainable, sigma=True)
+    program = build(model, degree, observables)
+    factors = random_factors(kind, K, D, rng)
+    A = rng.standard_normal((D, D))
+    sigma = A @ A.T / D + 0.5 * np.eye(D)
+    letters = letter_matrices(kind, factors, sigma)
+    coefficients = random_coefficients(program, rng)
+    velocities = letter_velocities(model, factors, program.family_arrays(coefficients), sigma)
+    assert np.abs(velocities[-1]).max() == 0.0  # Σ is fixed
+
+    mu = trace_moments(program.word_codes, letters)
+    expected = product_rule_derivative(program.word_codes, letters, velocities)
+    dropped_mu = trace_moments(program.dropped_word_codes, letters) if program.dropped_word_codes else None
+    full = program.evaluate(mu, coefficients, dropped_mu=dropped_mu)
+    np.testing.assert_allclose(full, expected, rtol=1e-10, atol=1e-12)
+    closed = np.diff(program.dropped_indptr) == 0
+    assert not model.family.closes(model) and (~closed).any()

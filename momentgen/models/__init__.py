@@ -35,13 +35,15 @@ class Model:
     """A model to compile: its kind, number of indices ``K`` and trainable indices (1-based).
 
     The trainable set defaults to every index. Coefficient values (Γ, a, β, A, B, γ) are
-    *not* part of the model: they are inputs of the compiled program. ``family`` is the kind's
-    `ModelKind`, ``alphabet`` its letters (`momentgen.words.Alphabet`).
+    *not* part of the model: they are inputs of the compiled program. ``sigma``: the tokens have a
+    covariance Σ ≠ I (MATH.md §10), a fixed letter ``Sigma`` in the words (its law is data, not part of
+    the model). ``family`` is the kind's `ModelKind`, ``alphabet`` its letters (`momentgen.words.Alphabet`).
     """
 
     kind: str
     K: int
     trainable: tuple = None
+    sigma: bool = False
     family: ModelKind = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -58,10 +60,16 @@ class Model:
         if bad:
             raise ModelError(f"trainable indices {bad} are out of range 1..{self.K} (indices are 1-based)")
         object.__setattr__(self, "trainable", trainable)
+        object.__setattr__(self, "sigma", bool(self.sigma))
 
     @property
     def alphabet(self):
-        return Alphabet(self.kind, self.K)
+        return Alphabet(self.kind, self.K, self.sigma)
+
+    @property
+    def sigma_code(self):
+        """Code of the letter Σ, None for isotropic tokens."""
+        return self.alphabet.sigma_code
 
     @property
     def time_scale(self):
@@ -69,5 +77,5 @@ class Model:
 
     def is_trainable_letter(self):
         """Boolean array over letter codes: does the letter carry a trainable index?"""
-        n = len(self.family.letter_kinds)
-        return np.array([c // n + 1 in self.trainable for c in range(n * self.K)])
+        alphabet = self.alphabet
+        return np.array([alphabet.index(c) in self.trainable for c in range(alphabet.size)])

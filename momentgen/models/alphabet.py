@@ -14,6 +14,9 @@ import numpy as np
 from .. import models as registry  # the package: its KINDS are read when an alphabet is made
 from ..errors import WordError
 
+#: The name of the data-covariance letter (`momentgen.data.SIGMA`).
+SIGMA = "Sigma"
+
 __all__ = ["Alphabet"]
 
 _CHUNK = 1 << 21  # candidate words per block when enumerating (bounds memory)
@@ -23,13 +26,15 @@ _CHUNK = 1 << 21  # candidate words per block when enumerating (bounds memory)
 class Alphabet:
     """The letters of one model with ``K`` indices, and packed-word arithmetic.
 
-    Letter code ``c`` has index ``k = c // n_kinds + 1`` and kind ``kinds[c % n_kinds]``.
-    Packed words of length ``w`` are ``uint64`` numbers in base ``base``; lengths up to
-    `max_length` fit (e.g. 63 for tied K = 2, 21 for untied K = 2).
+    Letter code ``c`` has index ``k = c // n_kinds + 1`` and kind ``kinds[c % n_kinds]``. With ``sigma`` the data
+    covariance Σ (MATH.md §10) is one more letter, ``Sigma``, after all of them (code ``K·n_kinds``, index 0:
+    shared by every index, never trainable, its own transpose). Packed words of length ``w`` are ``uint64``
+    numbers in base ``base``; lengths up to `max_length` fit (e.g. 63 for tied K = 2, 21 for untied K = 2).
     """
 
     model: str
     K: int
+    sigma: bool = False
 
     def __post_init__(self):
         registry.get(self.model)  # a known kind, or a WordError naming the choices
@@ -48,17 +53,24 @@ class Alphabet:
     @property
     def size(self):
         """Number of letters."""
-        return self.K * len(self.kinds)
+        return self.K * len(self.kinds) + int(self.sigma)
+
+    @property
+    def sigma_code(self):
+        """Code of the letter Σ (None without it)."""
+        return self.K * len(self.kinds) if self.sigma else None
 
     def code(self, kind, k):
         """Code of the letter of kind ``kind`` (e.g. ``"M^T"``) and 1-based index ``k``."""
         return (k - 1) * len(self.kinds) + self.kinds.index(kind)
 
     def index(self, code):
-        """1-based index ``k`` of a letter code."""
-        return code // len(self.kinds) + 1
+        """1-based index ``k`` of a letter code (0 for Σ)."""
+        return 0 if code == self.sigma_code else code // len(self.kinds) + 1
 
     def name(self, code):
+        if code == self.sigma_code:
+            return SIGMA
         kind = self.kinds[code % len(self.kinds)]
         base, _, transposed = kind.partition("^")
         return f"{base}{self.index(code)}" + ("^T" if transposed else "")
@@ -70,9 +82,8 @@ class Alphabet:
     @cached_property
     def transpose(self):
         """``transpose[c]``: code of the transpose of letter ``c`` (int array)."""
-        n = len(self.kinds)
-        flip = self.family.transposes
-        return np.array([(c // n) * n + flip[c % n] for c in range(self.size)], dtype=np.int64)
+        table = self.family.transpose_table(self.K)
+        return np.append(table, [self.sigma_code]).astype(np.int64) if self.sigma else table
 
     # ---- packed words --------------------------------------------------------------
     @property

@@ -37,6 +37,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..errors import ModelError
+from .alphabet import SIGMA
 
 __all__ = [
     "ModelKind",
@@ -48,6 +49,8 @@ __all__ = [
     "psd_root",
     "token_pairs",
     "token_mix",
+    "sandwich",
+    "sigma_letter",
 ]
 
 
@@ -81,11 +84,31 @@ class Rule:
 @dataclass
 class Batch:
     """One SGD minibatch: tokens ``X`` of shape (B, L, d), the loss gradient ``gradient(G)`` (G of
-    shape (B, L, L, K) → ∂ℓ/∂G of the same shape) and the token covariance ``C`` (L, L)."""
+    shape (B, L, L, K) → ∂ℓ/∂G of the same shape), the token covariance ``C`` (L, L) and the data
+    covariance ``sigma`` (MATH.md §10: None for Σ = I, Σ's diagonal (d,) or Σ itself (d, d))."""
 
     X: np.ndarray
     gradient: callable
     C: np.ndarray
+    sigma: np.ndarray = None
+
+    def covariance_times(self, A):
+        """``Σ A`` for a (d, w) array A (A itself for isotropic tokens; O(d w) for a diagonal Σ)."""
+        if self.sigma is None:
+            return A
+        return self.sigma[:, None] * A if self.sigma.ndim == 1 else self.sigma @ A
+
+    def trace_with(self, S):
+        """``Tr(Σ S)`` of a d × d matrix (``Tr S`` for isotropic tokens): the centring of G."""
+        if self.sigma is None:
+            return np.trace(S)
+        return float(self.sigma @ np.diag(S)) if self.sigma.ndim == 1 else float(np.sum(self.sigma * S.T))
+
+    def covariance(self, d):
+        """Σ as a d × d matrix (the identity for isotropic tokens)."""
+        if self.sigma is None:
+            return np.eye(d)
+        return np.diag(self.sigma) if self.sigma.ndim == 1 else self.sigma
 
     @property
     def flat(self):
@@ -100,6 +123,16 @@ class Batch:
 def token_pairs(A, B):
     """G-shaped (B, L, L) inner products of token rows: ``out[b, i, j] = A[b, i] · B[b, j]``."""
     return np.einsum("bik,bjk->bij", A, B)
+
+
+def sandwich(sigma, X):
+    """``Σ X Σ`` (X itself for isotropic tokens, ``sigma`` None): the inserted letter of a flow with Σ (MATH.md §10)."""
+    return X if sigma is None else sigma @ X @ sigma
+
+
+def sigma_letter(model, letters):
+    """Σ's matrix among ``letters`` (letter-code order), or None for isotropic tokens."""
+    return None if model.sigma_code is None else letters[model.sigma_code]
 
 
 def token_mix(g, A):
@@ -166,6 +199,41 @@ class ModelKind:
     def order_words(self, k, l):
         """The words whose normalised traces are ``(Q1_kl, Q2_kl)`` (text, 1-based indices)."""
         raise NotImplementedError
+
+    def order_texts(self, model, k, l):
+        """(Q1_kl, Q2_kl) as words of ``model``: `order_words`, each ``X Y`` Σ-weighted to ``Sigma X Sigma Y`` when the
+        tokens are anisotropic (MATH.md §10: every Gaussian contraction of two token vectors carries one Σ)."""
+        words = self.order_words(k, l)
+        if not model.sigma:
+            return words
+        return tuple(f"{SIGMA} {a} {SIGMA} {b}" for a, b in (word.split() for word in words))
+
+    def state_words(self, model):
+        """[(word text, reason)]: `required_words` and, with Σ, the Σ-weighted order parameters Φ reads."""
+        out = list(self.required_words(model))
+        if model.sigma:
+            K = model.K
+            for k, l in [(k, l) for k in range(1, K + 1) for l in range(1, K + 1)]:
+                out += [
+                    (word, f"Sigma-weighted order parameter {k}{l} (Phi depends on it)")
+                    for word in self.order_texts(model, k, l)
+                ]
+        return out
+
+    def state_degree(self, model):
+        """The longest word of `state_words`: the degree a program that reads the coefficients needs (2; 4 with Σ)."""
+        return max(len(word.split()) for word, _ in self.state_words(model))
+
+    def closes(self, model):
+        """Whether the hierarchy of ``model`` closes on degree ≤ 2 (then the zero closure is exact): the kind's
+        `closed`, unless Σ is a letter (its powers do not close: MATH.md §10)."""
+        return self.closed and not model.sigma
+
+    def weighted(self, model, code):
+        """An inserted coefficient letter as the letters it stands for: ``(X,)``, or ``(Σ, X, Σ)`` with anisotropic
+        tokens (MATH.md §10: Stein's lemma with covariance Σ puts Σ on both sides of each inserted letter)."""
+        sigma = model.sigma_code
+        return (code,) if sigma is None else (sigma, code, sigma)
 
     def family(self, name):
         for family in self.families + self.noise_families:
@@ -242,9 +310,10 @@ class ModelKind:
         """The letter matrices of one index's factor, in the order of `letter_kinds`."""
         raise NotImplementedError
 
-    def letter_matrices(self, factors):
-        """The letter matrices (letter-code order) of factors in this kind's layout."""
-        return [letter for factor in factors for letter in self.index_letters(factor)]
+    def letter_matrices(self, factors, sigma=None):
+        """The letter matrices (letter-code order) of factors in this kind's layout, and Σ (``sigma``) last if given."""
+        letters = [letter for factor in factors for letter in self.index_letters(factor)]
+        return letters if sigma is None else letters + [sigma]
 
     def factor_velocities(self, model, factors, coefficients, letters=None):
         """d/dt of each factor under the matrix flow; fixed indices 0. ``coefficients`` maps family
@@ -278,6 +347,10 @@ class ModelKind:
     def identity_factor(self, c, d):
         """One index's factor of the letter c·I."""
         raise NotImplementedError
+
+    def aligned_factor(self, c, root):
+        """One index's factor of the letter ``c Σ^b`` aligned with the data (MATH.md §10), given ``root`` = Σ^{b/2}."""
+        raise ModelError(f"the {self.name} model has no aligned init")
 
     def file_factor(self, arrays, path):
         """One index's factor from the arrays of an .npz (already size- and value-checked)."""

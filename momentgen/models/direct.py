@@ -4,12 +4,16 @@ Letters ``S_k, S_kᵀ``; pre-activations ``G_ijk = (x_iᵀ S_k x_j − C_ij Tr S
 ``Q1 = Ω = μ(S_k S_lᵀ)``, ``Q2 = Ψ = μ(S_k S_l)``. Time ``τ = nη/d``; the flow
 ``dS_k/dτ = −2 Σ_l (A_kl S_l + B_kl S_lᵀ) − γ S_k`` (A = ∂Φ/∂Ω, B = ∂Φ/∂Ψ) substitutes a letter by
 one letter, so the hierarchy closes on (t, Ψ, Ω): the zero closure is exact.
+
+With a data covariance Σ (MATH.md §10): centring ``C_ij Tr(Σ S_k)/√d``, ``Ω̃ = μ(Σ S_k Σ S_lᵀ)``,
+``Ψ̃ = μ(Σ S_k Σ S_l)`` and ``dS_k/dτ = −2 Σ_l Σ (A_kl S_l + B_kl S_lᵀ) Σ − γ S_k``; the powers of Σ do
+not close, so neither does the hierarchy.
 """
 
 import numpy as np
 
 from ..errors import ModelError
-from .base import Family, ModelKind, Rule, token_mix, token_pairs
+from .base import Family, ModelKind, Rule, sandwich, sigma_letter, token_mix, token_pairs
 
 __all__ = ["DIRECT", "Direct"]
 
@@ -47,12 +51,12 @@ class Direct(ModelKind):
         for k in model.trainable:
             S, ST = self.code("S", k), self.code("S^T", k)
             for l in range(1, model.K + 1):
-                Sl, SlT = self.code("S", l), self.code("S^T", l)
+                Sl, SlT = self.weighted(model, self.code("S", l)), self.weighted(model, self.code("S^T", l))
                 out += [
-                    Rule(S, "A", k, l, (Sl,)),
-                    Rule(S, "B", k, l, (SlT,)),
-                    Rule(ST, "A", k, l, (SlT,)),
-                    Rule(ST, "B", k, l, (Sl,)),
+                    Rule(S, "A", k, l, Sl),
+                    Rule(S, "B", k, l, SlT),
+                    Rule(ST, "A", k, l, SlT),
+                    Rule(ST, "B", k, l, Sl),
                 ]
         return out
 
@@ -75,8 +79,10 @@ class Direct(ModelKind):
 
     def factor_velocities(self, model, factors, coefficients, letters=None):
         A, B, gamma = coefficients["A"], coefficients["B"], coefficients["gamma"]
+        sigma = sigma_letter(model, self.letter_matrices(factors) if letters is None else letters)
         return [
-            -2 * sum(A[k - 1, l] * factors[l] + B[k - 1, l] * factors[l].T for l in range(model.K)) - gamma * S
+            -2 * sandwich(sigma, sum(A[k - 1, l] * factors[l] + B[k - 1, l] * factors[l].T for l in range(model.K)))
+            - gamma * S
             if k in model.trainable
             else np.zeros_like(S)
             for k, S in enumerate(factors, start=1)
@@ -87,7 +93,7 @@ class Direct(ModelKind):
         flat, d, B = batch.flat, factors[0].shape[0], batch.X.shape[0]
         root_d, decay = np.sqrt(d), 1 - lr * gamma / d
         SX = [batch.rows(flat @ S.T) for S in factors]  # row b, i: (S x_bi)ᵀ
-        traces = [np.trace(S) for S in factors]
+        traces = [batch.trace_with(S) for S in factors]  # Tr(Σ S)
         G = np.stack([(token_pairs(batch.X, sx) - batch.C * t) / root_d for sx, t in zip(SX, traces)], axis=-1)
         g = batch.gradient(G)
         if not np.all(np.isfinite(g)):
@@ -96,7 +102,7 @@ class Direct(ModelKind):
         for k in model.trainable:
             gk = g[..., k - 1]
             grad = flat.T @ token_mix(gk, batch.X) / (root_d * B)
-            grad -= np.einsum("bij,ij->", gk, batch.C) / (root_d * B) * np.eye(d)
+            grad -= np.einsum("bij,ij->", gk, batch.C) / (root_d * B) * batch.covariance(d)
             out[k - 1] = decay * factors[k - 1] - lr * grad
         return out
 
@@ -108,6 +114,9 @@ class Direct(ModelKind):
 
     def identity_factor(self, c, d):
         return c * np.eye(d)
+
+    def aligned_factor(self, c, root):
+        return c * root @ root
 
     def file_factor(self, arrays, path):
         S = arrays["S"]

@@ -20,6 +20,9 @@ hierarchy closes on degree ≤ 2 (Theorem 4 with Ω = Ψ):
 
 The Gaussian initialisation is the GOE scaled so that off-diagonal entries are N(0, σ²/d): its
 d = ∞ law is the semicircle of radius 2σ (μ(S²) = σ²), independent indices are free.
+
+With a data covariance Σ (MATH.md §10): centring ``C_ij Tr(Σ S_k)/√d``, ``q̃ = μ(Σ S_k Σ S_l)`` and
+``dS_k/dτ = −2 Σ_l Γ_kl Σ S_l Σ − γ S_k`` (Stein with covariance Σ); the powers of Σ do not close.
 """
 
 import numpy as np
@@ -28,6 +31,8 @@ from .base import (
     Family,
     ModelKind,
     Rule,
+    sandwich,
+    sigma_letter,
     single_letter_overlap,
     single_letter_words,
     symmetric_file_matrix,
@@ -66,9 +71,9 @@ class Symmetric(ModelKind):
         return {"Gamma": value.dQ1 + value.dQ2}
 
     def rules(self, model):
-        """dS_k/dτ = −2 Σ_l Γ_kl S_l: S_k ↦ S_l."""
+        """dS_k/dτ = −2 Σ_l Γ_kl S_l: S_k ↦ S_l (Σ S_l Σ with Σ)."""
         return [
-            Rule(self.code("S", k), "Gamma", k, l, (self.code("S", l),))
+            Rule(self.code("S", k), "Gamma", k, l, self.weighted(model, self.code("S", l)))
             for k in model.trainable
             for l in range(1, model.K + 1)
         ]
@@ -85,8 +90,9 @@ class Symmetric(ModelKind):
 
     def factor_velocities(self, model, factors, coefficients, letters=None):
         Gamma, gamma = coefficients["Gamma"], coefficients["gamma"]
+        sigma = sigma_letter(model, self.letter_matrices(factors) if letters is None else letters)
         return [
-            -2 * sum(Gamma[k - 1, l] * factors[l] for l in range(model.K)) - gamma * S
+            -2 * sandwich(sigma, sum(Gamma[k - 1, l] * factors[l] for l in range(model.K))) - gamma * S
             if k in model.trainable
             else np.zeros_like(S)
             for k, S in enumerate(factors, start=1)
@@ -97,7 +103,7 @@ class Symmetric(ModelKind):
         flat, d, B = batch.flat, factors[0].shape[0], batch.X.shape[0]
         root_d, decay = np.sqrt(d), 1 - lr * gamma / d
         SX = [batch.rows(flat @ S) for S in factors]
-        traces = [np.trace(S) for S in factors]
+        traces = [batch.trace_with(S) for S in factors]  # Tr(Σ S)
         G = np.stack([(token_pairs(batch.X, sx) - batch.C * t) / root_d for sx, t in zip(SX, traces)], axis=-1)
         g = batch.gradient(G)
         if not np.all(np.isfinite(g)):
@@ -106,7 +112,7 @@ class Symmetric(ModelKind):
         for k in model.trainable:
             gk = g[..., k - 1]
             grad = flat.T @ token_mix(gk, batch.X) / (root_d * B)
-            grad = 0.5 * (grad + grad.T) - np.einsum("bij,ij->", gk, batch.C) / (root_d * B) * np.eye(d)
+            grad = 0.5 * (grad + grad.T) - np.einsum("bij,ij->", gk, batch.C) / (root_d * B) * batch.covariance(d)
             out[k - 1] = decay * factors[k - 1] - lr * grad
         return out
 
@@ -122,6 +128,9 @@ class Symmetric(ModelKind):
 
     def identity_factor(self, c, d):
         return c * np.eye(d)
+
+    def aligned_factor(self, c, root):
+        return c * root @ root
 
     def file_factor(self, arrays, path):
         return symmetric_file_matrix(arrays["S"], path, "symmetric")

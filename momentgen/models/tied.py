@@ -4,6 +4,9 @@ Letters ``S_k`` (symmetric, PSD); pre-activations ``G_ijk = (x_iᵀ S_k x_j − 
 (centred) with ``Q1 = Q2 = q``, ``q_kl = μ(S_k S_l)``. Time ``t = 4nη/d``. The matrix flow
 ``dW_k/dt = −Σ_l Γ_kl S_l W_k − (γ/4) W_k`` gives ``dS_k/dt = −Σ_l Γ_kl (S_l S_k + S_k S_l) −
 (γ/2) S_k``, whose trace image is the hierarchy (11) with ``Γ = ∂Φ/∂Q1 + ∂Φ/∂Q2``.
+
+With a data covariance Σ (MATH.md §10) the centring is ``C_ij Tr(Σ S_k)/√d``, ``q̃_kl = μ(Σ S_k Σ S_l)``
+and every inserted ``S_l`` becomes ``Σ S_l Σ``: ``dW_k/dt = −Σ_l Γ_kl Σ S_l Σ W_k − (γ/4) W_k``.
 """
 
 import numpy as np
@@ -16,6 +19,8 @@ from .base import (
     ModelKind,
     Rule,
     psd_root,
+    sandwich,
+    sigma_letter,
     single_letter_overlap,
     single_letter_words,
     symmetric_file_matrix,
@@ -57,13 +62,13 @@ class Tied(ModelKind):
         return {"Gamma": value.dQ1 + value.dQ2}
 
     def rules(self, model):
-        """dS_k/dt = −Σ_l Γ_kl (S_l S_k + S_k S_l): S_k ↦ S_l S_k and S_k ↦ S_k S_l."""
+        """dS_k/dt = −Σ_l Γ_kl (S_l S_k + S_k S_l): S_k ↦ S_l S_k and S_k ↦ S_k S_l (S_l ↦ Σ S_l Σ with Σ)."""
         out = []
         for k in model.trainable:
             Sk = self.code("S", k)
             for l in range(1, model.K + 1):
-                Sl = self.code("S", l)
-                out += [Rule(Sk, "Gamma", k, l, (Sl, Sk)), Rule(Sk, "Gamma", k, l, (Sk, Sl))]
+                Sl = self.weighted(model, self.code("S", l))
+                out += [Rule(Sk, "Gamma", k, l, (*Sl, Sk)), Rule(Sk, "Gamma", k, l, (Sk, *Sl))]
         return out
 
     def required_words(self, model):
@@ -79,19 +84,21 @@ class Tied(ModelKind):
     def factor_velocities(self, model, factors, coefficients, letters=None):
         Gamma, gamma = coefficients["Gamma"], coefficients["gamma"]
         S = self.letter_matrices(factors) if letters is None else letters
+        sigma = sigma_letter(model, S)
         return [
-            -sum(Gamma[k - 1, l] * S[l] for l in range(model.K)) @ W - gamma / 4 * W
+            -sandwich(sigma, sum(Gamma[k - 1, l] * S[l] for l in range(model.K))) @ W - gamma / 4 * W
             if k in model.trainable
             else np.zeros_like(W)
             for k, W in enumerate(factors, start=1)
         ]
 
     def sgd_step(self, model, factors, batch, lr, gamma):
-        """∇_W ℓ = (2/√d) Xᵀ(sym(g) P) − (2/√d) ⟨g, C⟩ W with P = X W (BLAS-shaped, no loop over samples)."""
+        """∇_W ℓ = (2/√d) Xᵀ(sym(g) P) − (2/√d) ⟨g, C⟩ Σ W with P = X W (BLAS-shaped, no loop over samples)."""
         flat, d, B = batch.flat, factors[0].shape[0], batch.X.shape[0]
         root_d, decay = np.sqrt(d), 1 - lr * gamma / d
         P = [batch.rows(flat @ W) for W in factors]  # P_bi = Wᵀ x_bi
-        traces = [np.sum(W * W) for W in factors]
+        weighted = [batch.covariance_times(W) for W in factors]  # Σ W
+        traces = [np.sum(W * SW) for W, SW in zip(factors, weighted)]  # Tr(Σ S)
         G = np.stack([(token_pairs(p, p) - batch.C * t) / root_d for p, t in zip(P, traces)], axis=-1)
         g = batch.gradient(G)
         if not np.all(np.isfinite(g)):
@@ -100,7 +107,7 @@ class Tied(ModelKind):
         for k in model.trainable:
             gk = g[..., k - 1]
             grad = flat.T @ token_mix(gk + gk.transpose(0, 2, 1), P[k - 1]) / (root_d * B)
-            grad -= 2 * np.einsum("bij,ij->", gk, batch.C) / (root_d * B) * factors[k - 1]
+            grad -= 2 * np.einsum("bij,ij->", gk, batch.C) / (root_d * B) * weighted[k - 1]
             out[k - 1] = decay * factors[k - 1] - lr * grad
         return out
 
@@ -116,6 +123,9 @@ class Tied(ModelKind):
 
     def identity_factor(self, c, d):
         return np.sqrt(c) * np.eye(d)
+
+    def aligned_factor(self, c, root):
+        return np.sqrt(c) * root
 
     def file_factor(self, arrays, path):
         if "W" in arrays:

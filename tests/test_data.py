@@ -1,0 +1,178 @@
+"""Anisotropic tokens (MATH.md §10): the letter Σ in the configuration, the initial law, SGD, the flow and the
+exact commuting case. The derivation itself (the program equals the product rule with Σ) is in
+`test_hierarchy.py::test_derivation_with_a_data_covariance_is_exact`."""
+
+import numpy as np
+import pytest
+
+from momentgen.closures import solve_with_closure
+from momentgen.config import ConfigError, parse_config
+from momentgen.data import DataCovariance
+from momentgen.initial import exact_moments
+from momentgen.inits import InitSpec
+from momentgen.losses import builtin
+from momentgen.matrices import letter_matrices, sample_factors, trace_moments
+from momentgen.models import Model
+from momentgen.oracles import aligned_tied_average
+from momentgen.potential import Potential
+from momentgen.reference import SGDRun
+from momentgen.words import parse
+
+LINEAR = builtin("mse", L=1, K=2, activation="h1")
+POWER = DataCovariance("power-law", 1.0)
+
+
+def _config(**tables):
+    raw = {
+        "model": {"kind": "tied", "K": 2, "trainable": [1]},
+        "loss": {"builtin": "mse", "activation": "h1"},
+        "data": {"covariance": "power-law", "exponent": 1.0},
+        "init": {"1": {"kind": "identity", "c": 0.5}, "2": {"kind": "aligned", "c": 1.2, "exponent": 0.5}},
+        "truncation": {"degree": 7, "closure": "quadrature", "observables": ["S1", "S1 S1", "S1 Sigma"]},
+        "integrate": {"T": 1.0, "points": 11},
+    }
+    for table, values in tables.items():
+        raw[table] = {**raw.get(table, {}), **values} if values is not None else None
+    return parse_config({k: v for k, v in raw.items() if v is not None})
+
+
+@pytest.mark.parametrize(
+    "tables,message",
+    [
+        ({"data": {"covariance": "gaussian"}}, "data covariance"),
+        ({"data": {"covariance": "power-law", "exponent": -1.0}}, "exponent"),
+        ({"data": {"covariance": "power-law", "exponent": float("nan")}}, "exponent"),
+        ({"data": {"covariance": "from-file"}}, "needs `path`"),
+        ({"data": {"covariance": "isotropic", "exponent": 2.0}}, "not read"),
+        ({"data": {"covariance": "isotropic", "exponent": 1.0}}, "aligned"),
+        ({"model": {"kind": "untied", "K": 2, "trainable": [1]}}, "not yet for untied"),
+        ({"truncation": {"degree": 7, "observables": ["S1 Sigma", "Sigma2"]}}, "Sigma2"),
+    ],
+)
+def test_bad_data_tables_are_one_line_errors(tables, message):
+    with pytest.raises(ConfigError, match=message) as error:
+        _config(**tables)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("case", ["not-positive", "asymmetric", "wrong-length", "nan"])
+def test_a_bad_covariance_file_is_a_one_line_error(tmp_path, case):
+    """from-file Σ: checked when the configuration is read (non-PD, asymmetric, NaN), and its length against d."""
+    path = tmp_path / "sigma.npz"
+    arrays = {
+        "not-positive": {"eigenvalues": np.array([1.0, 0.0, 2.0])},
+        "asymmetric": {"Sigma": np.array([[1.0, 0.5], [0.0, 1.0]])},
+        "wrong-length": {"eigenvalues": np.ones(5)},
+        "nan": {"eigenvalues": np.array([1.0, np.nan, 2.0])},
+    }[case]
+    np.savez(path, **arrays)
+    raw = {
+        "model": {"kind": "tied", "K": 2, "trainable": [1]},
+        "loss": {"builtin": "mse", "activation": "h1"},
+        "data": {"covariance": "from-file", "path": str(path)},
+        "init": {"1": {"kind": "gaussian"}, "2": {"kind": "identity"}},
+        "truncation": {"degree": 5},
+        "integrate": {"T": 0.1},
+        "sgd": {"d": 8},
+    }
+    if case == "wrong-length":
+        config = parse_config(raw)
+        with pytest.raises(Exception, match="dimension 5, the run d = 8"):
+            config.data().eigenvalues(8)
+        return
+    with pytest.raises(ConfigError) as error:
+        parse_config(raw)
+    assert "\n" not in str(error.value) and "sigma.npz" in str(error.value)
+
+
+def test_power_law_moments_and_finite_spectrum():
+    """τ(Σ^p) = (1 + a)^p/(1 + ap) (the quantile (1 + a)u^a integrated), against the mean of the finite-d midpoint
+    quantiles (error O(1/d) for a = 1: measured 2e-6 at d = 4000 for p = 2; tolerance 1e-4); Tr Σ/d = 1 at every d."""
+    data = DataCovariance("power-law", 1.0)
+    values = data.eigenvalues(4000)
+    assert values.mean() == pytest.approx(1.0, abs=1e-12)
+    for p in (0.5, 2.0, 3.0):
+        assert np.mean(values**p) == pytest.approx(data.moment(p), rel=1e-4)
+
+
+def test_exact_initial_moments_with_sigma_match_large_matrices():
+    """Σ free from Gaussian students, aligned letters c Σ^b on Σ's component: the planar sum with faces at τ(Σ^e)
+    against finite matrices at d = 2000 (fluctuations O(1/d): measured ≤ 0.007 on these words; tolerance 0.02)."""
+    data = DataCovariance("power-law", 1.5)
+    model = Model("tied", 3, (1,), sigma=True)
+    specs = {
+        1: InitSpec(width_ratio=0.7, scale=0.8),
+        2: InitSpec("aligned", c=1.3, exponent=0.5),
+        3: InitSpec("identity", c=0.5),
+    }
+    words = ["Sigma S1 Sigma S1", "Sigma S1 S2 S1", "S1 S1 Sigma S1 Sigma Sigma", "S1 S3 S1 Sigma S1 S2"]
+    codes = [parse(w, model) for w in words]
+    factors = sample_factors(model, specs, 2000, 0, data)
+    finite = trace_moments(codes, letter_matrices("tied", factors, data.matrix(2000)))
+    np.testing.assert_allclose(exact_moments(model, specs, codes, data), finite, atol=0.02)
+
+
+@pytest.mark.parametrize("kind", ["tied", "direct", "symmetric"])
+def test_expected_sgd_step_with_sigma_is_the_matrix_flow(kind):
+    """MATH.md §10: with x = Σ^{1/2} z (diagonal power-law Σ) the mean SGD step equals the flow velocity with every
+    inserted letter X → ΣXΣ and the Σ-weighted order parameters in Φ. Linear loss: Stein is exact at finite d; with
+    B = 400 000 at d = 12 the batch noise is ≤ 2 % (measured 1.5–1.8 %): tolerance 5 %, as the isotropic test."""
+    d, lr = 12, 1e-3
+    model = Model(kind, 2, [1], sigma=True)
+    teacher = InitSpec("aligned", c=1.2, exponent=0.5) if kind == "tied" else InitSpec(scale=1.0)
+    factors = sample_factors(model, {1: InitSpec(scale=0.7), 2: teacher}, d, seed=4, data=POWER)
+    run = SGDRun(model, LINEAR, None, factors, lr, 400_000, 0.0, np.random.default_rng(0), data=POWER)
+    run.step()
+    step = (run.factors[0] - factors[0]) / lr
+    letters = letter_matrices(kind, factors, POWER.matrix(d))
+    family = model.family
+    Q = [
+        np.array(
+            [
+                [trace_moments([parse(family.order_texts(model, k, l)[r], model)], letters)[0] for l in (1, 2)]
+                for k in (1, 2)
+            ]
+        )  # fmt: skip
+        for r in (0, 1)
+    ]
+    coefficients = {**family.potential_families(Potential(LINEAR, kind).at(*Q)), "gamma": 0.0}
+    velocity = family.factor_velocities(model, factors, coefficients, letters)[0] * (4 / d if kind == "tied" else 1 / d)
+    assert np.linalg.norm(step - velocity) <= 0.05 * np.linalg.norm(velocity)
+
+
+def _commuting_errors(config):
+    result = solve_with_closure(config)
+    t, a, b, c, c0 = result.t, 1.0, 0.5, 1.2, 0.5
+    words = max(
+        np.abs(result.series[w] - aligned_tied_average(t, pq, a, b, c, c0)).max()
+        for w, pq in (("S1", (0, 1)), ("S1 Sigma", (1, 1)), ("S1 S1", (0, 2)))
+    )
+    exact = aligned_tied_average(t, "risk", a, b, c, c0)
+    relative = np.abs(result.derived["risk"] / exact - 1)
+    estimate = np.array(result.error_series["risk_relative"], dtype=float)
+    return result, words, relative, estimate
+
+
+def test_exact_commuting_case_with_a_power_law_tail():
+    """Student c₀I, teacher c Σ^b aligned with a power-law Σ (a = 1, b = ½): each direction is a logistic flow
+    (`momentgen.oracles.aligned_tied_average`, checked against a 4000-point Gauss rule to 1e-12). The quadrature
+    closure puts Σ's edge-adapted rule under every letter (`layered_index` 0). Degree 7, t ∈ [0, 8] (risk 2.5 → 2.3e-5):
+    measured words ≤ 1.2e-4 (tolerance 5e-4), risk relative error ≤ 4.2e-3 (tolerance 1.5e-2; the issue asks 10 %),
+    its relative estimate never below the true error (measured ≥ 10×)."""
+    result, words, relative, estimate = _commuting_errors(_config(integrate={"T": 8.0, "points": 41}))
+    assert result.extra["estimate_legs"] == ["coarse", "fine", "layer"]
+    assert words <= 5e-4
+    assert relative.max() <= 1.5e-2
+    assert np.all(estimate[1:] >= relative[1:])
+
+
+@pytest.mark.slow
+def test_exact_commuting_case_to_t50():
+    """The same at degree 13 up to t = 50 (risk 2.5 → 5.6e-6, a power law ~ t^{-0.6} at the end; 27 s): measured
+    words ≤ 7.9e-5 (tolerance 3e-4; the issue asks 1e-3), risk ≤ 1.1e-2 relative (tolerance 3.5e-2; the issue asks
+    10 %), estimate ≥ 3.6× the true error."""
+    config = _config(truncation={"degree": 13}, integrate={"T": 50.0, "points": 101})
+    result, words, relative, estimate = _commuting_errors(config)
+    assert words <= 3e-4
+    assert relative.max() <= 3.5e-2
+    assert np.all(estimate[1:] >= relative[1:])
