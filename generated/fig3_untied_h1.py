@@ -65,14 +65,14 @@ SPEC = {'config': {'data': {'covariance': 'isotropic', 'exponent': 1.0, 'path': 
                            'observables': ['M1 M2^T', 'M1 M2'],
                            'size': 400}},
  'config_hash': '60a22f3b9d3ea69f6268a85e0c75be15fc33b3cda83a1f370c11d34ba3baf9ec',
- 'data_file': 'fig3_untied_h1.84e40fb31dfd.npz',
+ 'data_file': 'fig3_untied_h1.646cacd04154.npz',
  'degree': 4,
  'source': 'examples/configs/fig3_untied_h1.toml'}
 
 _STAMP = {'command': 'momentgen generate-truncation '
             'examples/configs/fig3_untied_h1.toml --degree 4 --out '
             'generated/fig3_untied_h1.py',
- 'data_sha256': '84e40fb31dfdad182fc509bb0582ff0e3f102e5a253bfdde8ae4e6dd101b152a',
+ 'data_sha256': '646cacd04154b2565234a00454ca94103e5855ccabeb3da13438651c8c2a7852',
  'momentgen': '0.2.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

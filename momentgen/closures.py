@@ -163,7 +163,8 @@ class ZeroClosure(Closure):
         M = config.section("truncation")["degree"] if degree is None else degree
         observables = config.section("truncation")["observables"]
         runs, fast, closed = {}, {}, False
-        for m in [M] + ([M - 2] if M - 2 >= 2 else []):  # degree M first: an error names the degree asked for
+        lowest = model.family.state_degree(model)  # the words Φ reads: 2, or 4–5 with the letter Σ
+        for m in [M] + ([M - 2] if M - 2 >= lowest else []):  # degree M first: an error names the degree asked for
             listed = observables if m == M or observables == "all" else [w for w in observables if len(w.split()) <= m]
             runs[m], fast_m, closed_m = self._degree(problem, m, listed)
             fast = fast or fast_m

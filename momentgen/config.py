@@ -21,7 +21,7 @@ range), so that a wrong one stops with one line that names it::
     rtol = 1e-8            # accuracy of the quadrature rule (non-polynomial losses)
 
     [data]                 # the tokens' covariance E[x xᵀ] = C ⊗ Σ (MATH.md §10)
-    covariance = "isotropic"  # isotropic (Σ = I) | power-law | from-file
+    covariance = "isotropic"  # isotropic (Σ = I) | power-law | from-file (every kind; MATH.md §10)
     exponent = 1.0         # power-law: the eigenvalue at quantile u is (1 + a) u^a (Tr Σ / d = 1)
     path = "sigma.npz"     # from-file: `eigenvalues` (length d) or `Sigma` (d × d, symmetric PD)
 
@@ -419,7 +419,7 @@ class Config:
             return None
         factors = self.start_factors()
         if factors is not None:
-            return means(self.model, factors)
+            return means(self.model, factors, self._sigma_at(factors))
         return np.array([spec.configured_mean for _, spec in sorted(self.inits().items())])
 
     def schedules(self):
@@ -473,7 +473,7 @@ class Config:
                 else initial_factors(self.model, self.inits(), d, self.raw["sgd"]["seeds"][0], self.data())
             )
             if factors is not None and not self.model.family.centred:
-                _check_file_means(self.inits(), means(self.model, factors))
+                _check_file_means(self.inits(), means(self.model, factors, self._sigma_at(factors)))
             object.__setattr__(self, "_start", factors)
         return self.__dict__["_start"]
 
@@ -490,6 +490,10 @@ class Config:
                 data = DataCovariance("from-file", path=path, **read_covariance(path))
             object.__setattr__(self, "_data", data)
         return self.__dict__["_data"]
+
+    def _sigma_at(self, factors):
+        """Σ at the dimension of ``factors`` (None for isotropic tokens)."""
+        return self.data().matrix(self.model.family.dimension(factors[0])) if self.model.sigma else None
 
     def input_paths(self):
         """The files this configuration reads: its own source and every from-file init's path (an output
@@ -806,17 +810,11 @@ def _check_data(raw, where):
             f'{where}[init.{aligned[0]}] kind = "aligned" is S = c Σ^b for a data covariance Σ: set [data] covariance '
             '(with isotropic data use kind = "identity")'
         )
-    if data["covariance"] == "isotropic":
-        return
-    if kind not in SIGMA_KINDS:
+    if aligned and models.get(kind).centred is False:
         raise ConfigError(
-            f"{where}[data] covariance = {data['covariance']!r}: the data covariance is derived for the "
-            f'{", ".join(SIGMA_KINDS)} models, not yet for {kind}: use covariance = "isotropic"'
+            f'{where}[init.{aligned[0]}] kind = "aligned" for the {kind} model: M = c Σ^b has the mean '
+            "Tr(Σ M)/√d = O(√d), not O(1); use a gaussian init (with `mean`) for a teacher of this kind"
         )
-
-
-#: The kinds whose hierarchy, potential and SGD carry a data covariance Σ (MATH.md §10).
-SIGMA_KINDS = ("tied", "direct", "symmetric")
 
 
 def _check_matrix_model_size(raw, where):

@@ -54,9 +54,9 @@ def letter_matrices(model, factors, sigma=None):
     return models.get(model).letter_matrices(factors, sigma)
 
 
-def means(model, factors):
-    """Pre-activation means Tr(M_k)/√d of finite factors (kinds with a mean), else None."""
-    return model.family.means(factors)
+def means(model, factors, sigma=None):
+    """Pre-activation means Tr(Σ M_k)/√d of finite factors (kinds with a mean; Σ = ``sigma``, I if None), else None."""
+    return model.family.means(factors, sigma)
 
 
 def _complete(model, specs):

@@ -147,7 +147,9 @@ class Problem:
         """Initial means of a kind with a mean (the factors' own when given), else None."""
         if self.family.centred:
             return None
-        return factor_means(self.model, self.factors) if self.factors is not None else self.config.initial_means()
+        if self.factors is not None:
+            return factor_means(self.model, self.factors, self.sigma_of(self.factors))
+        return self.config.initial_means()
 
     # ---- what runs need --------------------------------------------------------------------
     def initial_moments(self, codes):

@@ -205,7 +205,7 @@ class SGDRun:
         return True
 
     def means(self):
-        return self.family.means(self.factors)
+        return self.family.means(self.factors, _sigma(self.model, self.data, self.d))
 
 
 class _StepRates:

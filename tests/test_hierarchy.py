@@ -229,6 +229,8 @@ def test_listed_observables_are_built_when_their_demand_fits_and_stopped_when_it
 SIGMA_CASES = [
     ("tied", 2, [1], 7, "all"),
     ("tied", 3, [1, 3], 6, ["S1 Sigma S2 S3", "Sigma S1 Sigma S1 Sigma S2"]),
+    ("untied", 1, [1], 5, "all"),
+    ("untied", 2, [1, 2], 5, ["M1 Sigma M2^T A1 B2"]),
     ("direct", 2, [1], 5, "all"),
     ("direct", 2, [1, 2], 4, "all"),
     ("symmetric", 2, [1], 6, "all"),

@@ -332,8 +332,8 @@ class ModelKind:
         stochastic matrix model of `momentgen.flow` and docs/FINITE_LR.md). Fixed indices: 0."""
         raise ModelError(f"the {self.name} model has no finite-learning-rate term")
 
-    def means(self, factors):
-        """Untied pre-activation means Tr(M_k)/√d of finite factors (array), or None."""
+    def means(self, factors, sigma=None):
+        """Untied pre-activation means Tr(Σ M_k)/√d of finite factors (array; Σ = ``sigma``, I when None), or None."""
         return None
 
     def dimension(self, factor):

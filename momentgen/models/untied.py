@@ -6,13 +6,20 @@ Letters ``M_k, M_kᵀ, A_k = U_k U_kᵀ, B_k = V_k V_kᵀ``; pre-activations ``G
 means on ``t = nη`` (moments frozen; it relaxes to the slaved mean m*(q)) and the slow phase
 on ``τ = nη/d`` with the substitution table of MATH.md §4 and the effective bias
 ``β_k = −ψ_k/D_k`` that keeps μ(M_k) constant.
+
+With a data covariance Σ (MATH.md §10) the mean is ``m̃_k = Tr(Σ M_k)/√d`` and the order parameters are
+``μ(Σ M_k Σ M_l^{(ᵀ)})``. The gradient's mean part is ``∂Φ/∂m̃ · Σ/√d`` (one contraction of two token
+vectors: one Σ) and its fluctuation part ``2 Σ (a⁽¹⁾ M + a⁽²⁾ Mᵀ) Σ`` (Stein with covariance Σ), so
+``dU_k = −(β_k Σ + 2 Σ D_k Σ) V_k − γU_k`` and the same for V_k: the bias rules put one Σ beside the
+inserted letter (M ↦ Σ B, A Σ), the a⁽ʳ⁾ rules insert Σ M_l Σ, and β keeps μ(Σ M_k) constant:
+``D̃_k = μ(Σ² B_k) + μ(A_k Σ²)``, ``ψ̃_k = 2 Σ a⁽ʳ⁾_kl [μ(Σ² M_l⁽ʳ⁾ Σ B_k) + μ(Σ A_k Σ M_l⁽ʳ⁾ Σ)]``.
 """
 
 import numpy as np
 
 from ..errors import InfeasibleState, ModelError
 from ..representation import gram_component
-from .base import Family, ModelKind, Rule, psd_root, token_mix, token_pairs
+from .base import Family, ModelKind, Rule, psd_root, sandwich, sigma_letter, token_mix, token_pairs
 
 __all__ = ["UNTIED", "Untied", "shift_to_mean"]
 
@@ -61,27 +68,44 @@ class Untied(ModelKind):
         return {"a1": value.dQ1, "a2": value.dQ2}
 
     def slaving_rates(self, moments, model):
-        """D_k = t^A_k + t^B_k for every k (β ∝ 1/D_k; the fast phase's rate)."""
-        return np.array([moments(f"A{k}") + moments(f"B{k}") for k in range(1, model.K + 1)])
+        """D_k = t^A_k + t^B_k for every k (β ∝ 1/D_k; the fast phase's rate; μ(Σ²B_k) + μ(A_kΣ²) with Σ)."""
+        return np.array([self._rate(moments, model, k) for k in range(1, model.K + 1)])
+
+    @staticmethod
+    def _words(model, k):
+        """The texts of the words β_k reads: (A-part of D_k, B-part of D_k, μ(M_k) of β′, {M_l^(r): (ψ word with B_k,
+        ψ word with A_k)}) — Σ-weighted with a data covariance (module docstring)."""
+        s = "Sigma " if model.sigma else ""
+        psi = {
+            Ml: (f"{s}{s}{Ml} {s}B{k}", f"{s}A{k} {s}{Ml} {s}".strip())
+            for l in range(1, model.K + 1)
+            for Ml in (f"M{l}", f"M{l}^T")
+        }
+        return f"A{k} {s}{s}".strip(), f"{s}{s}B{k}", f"{s}M{k}", psi
+
+    def _rate(self, moments, model, k):
+        a_part, b_part, _, _ = self._words(model, k)
+        return moments(a_part) + moments(b_part)
 
     def sensitivity(self, model, dQ, value, moments, column):
         """a⁽ʳ⁾ map dQ; ∂β_k/∂y for β_k = −ψ_k/D_k through a⁽ʳ⁾ and the words ψ_k and D_k read."""
         out = {"a1": dQ[0], "a2": dQ[1], "beta": np.zeros((model.K, dQ.shape[-1]))}
         a = (value.dQ1, value.dQ2)
         for k in model.trainable:
-            D = moments(f"A{k}") + moments(f"B{k}")
+            a_part, b_part, _, psi_words = self._words(model, k)
+            D = moments(a_part) + moments(b_part)
             dpsi, psi = np.zeros(dQ.shape[-1]), 0.0
             for l in range(1, model.K + 1):
                 for r, Ml in enumerate((f"M{l}", f"M{l}^T")):
-                    mb, am = f"{Ml} B{k}", f"A{k} {Ml}"
+                    mb, am = psi_words[Ml]
                     words = moments(mb) + moments(am)
                     psi += 2 * a[r][k - 1, l - 1] * words
                     dpsi += 2 * dQ[r, k - 1, l - 1] * words
                     dpsi[column(mb)] += 2 * a[r][k - 1, l - 1]
                     dpsi[column(am)] += 2 * a[r][k - 1, l - 1]
             dD = np.zeros(dQ.shape[-1])
-            dD[column(f"A{k}")] += 1
-            dD[column(f"B{k}")] += 1
+            dD[column(a_part)] += 1
+            dD[column(b_part)] += 1
             out["beta"][k - 1] = -dpsi / D + psi / D**2 * dD
         return out
 
@@ -92,19 +116,20 @@ class Untied(ModelKind):
         a = (value.dQ1, value.dQ2)
         beta = np.zeros(model.K)
         for k in model.trainable:
-            D = moments(f"A{k}") + moments(f"B{k}")
+            _, _, mean_word, psi_words = self._words(model, k)
+            D = self._rate(moments, model, k)
             if not D > 1e-12:
                 raise InfeasibleState(
                     f"D_{k} = t^A_{k} + t^B_{k} = {D:.3g} <= 0: the student has collapsed "
                     "(beta is singular); lower the weight decay"
                 )
             psi = 2 * sum(
-                a[r][k - 1, l - 1] * (moments(f"{Ml} B{k}") + moments(f"A{k} {Ml}"))
+                a[r][k - 1, l - 1] * sum(moments(w) for w in psi_words[Ml])
                 for l in range(1, model.K + 1)
                 for r, Ml in enumerate((f"M{l}", f"M{l}^T"))
             )
             if trace_conserving:
-                psi += 2 * gamma * moments(f"M{k}")
+                psi += 2 * gamma * moments(mean_word)
             beta[k - 1] = -psi / D
         return {"beta": beta, **self.potential_families(value)}
 
@@ -112,24 +137,25 @@ class Untied(ModelKind):
     def rules(self, model):
         """MATH.md §4 slow phase: T^bias (β_k) and T^diff (a⁽ʳ⁾_kl)."""
         out = []
+        s = () if model.sigma_code is None else (model.sigma_code,)  # the bias's one Σ (module docstring)
         for k in model.trainable:
             M, MT, A, B = (self.code(kind, k) for kind in self.letter_kinds)
-            out += [Rule(Z, "beta", k, None, (X,)) for Z in (M, MT) for X in (A, B)]
-            out += [Rule(Z, "beta", k, None, (X,)) for Z in (A, B) for X in (M, MT)]
+            out += [Rule(Z, "beta", k, None, (*s, X)) for Z, X in ((M, B), (MT, A), (A, MT), (B, M))]
+            out += [Rule(Z, "beta", k, None, (X, *s)) for Z, X in ((M, A), (MT, B), (A, M), (B, MT))]
             for l in range(1, model.K + 1):
                 for r in (1, 2):
                     family = f"a{r}"
-                    Mr = self.code("M" if r == 1 else "M^T", l)  # M_l^(r)
-                    Mrbar = self.code("M^T" if r == 1 else "M", l)  # M_l^(r̄)
+                    Mr = self.weighted(model, self.code("M" if r == 1 else "M^T", l))  # (Σ) M_l^(r) (Σ)
+                    Mrbar = self.weighted(model, self.code("M^T" if r == 1 else "M", l))  # (Σ) M_l^(r̄) (Σ)
                     out += [
-                        Rule(M, family, k, l, (Mr, B)),
-                        Rule(M, family, k, l, (A, Mr)),
-                        Rule(MT, family, k, l, (B, Mrbar)),
-                        Rule(MT, family, k, l, (Mrbar, A)),
-                        Rule(A, family, k, l, (Mr, MT)),
-                        Rule(A, family, k, l, (M, Mrbar)),
-                        Rule(B, family, k, l, (Mrbar, M)),
-                        Rule(B, family, k, l, (MT, Mr)),
+                        Rule(M, family, k, l, (*Mr, B)),
+                        Rule(M, family, k, l, (A, *Mr)),
+                        Rule(MT, family, k, l, (B, *Mrbar)),
+                        Rule(MT, family, k, l, (*Mrbar, A)),
+                        Rule(A, family, k, l, (*Mr, MT)),
+                        Rule(A, family, k, l, (M, *Mrbar)),
+                        Rule(B, family, k, l, (*Mrbar, M)),
+                        Rule(B, family, k, l, (MT, *Mr)),
                     ]
         return out
 
@@ -138,17 +164,16 @@ class Untied(ModelKind):
         pairs = [(k, l) for k in range(1, K + 1) for l in range(k, K + 1)]
         out = []
         for k in range(1, K + 1):
-            out += [(f"A{k}", f"t^A_{k} (D_{k} in beta)"), (f"B{k}", f"t^B_{k} (D_{k} in beta)")]
-            out += [(f"M{k}", f"mu(M_{k}) (trace-conserving beta')")]
+            a_part, b_part, mean_word, psi_words = self._words(model, k)
+            out += [(a_part, f"t^A_{k} (D_{k} in beta)"), (b_part, f"t^B_{k} (D_{k} in beta)")]
+            out += [(mean_word, f"mu(M_{k}) (trace-conserving beta')")]
         for k, l in pairs:
             out += [
                 (f"M{k} M{l}^T", f"q1_{k}{l} (Phi depends on it)"),
                 (f"M{k} M{l}", f"q2_{k}{l} (Phi depends on it)"),
             ]
         for k in model.trainable:
-            for l in range(1, K + 1):
-                for Ml in (f"M{l}", f"M{l}^T"):
-                    out += [(f"{Ml} B{k}", f"psi_{k} in beta_{k}"), (f"A{k} {Ml}", f"psi_{k} in beta_{k}")]
+            out += [(word, f"psi_{k} in beta_{k}") for pair in self._words(model, k)[3].values() for word in pair]
         return out
 
     def derived(self, series, K):
@@ -162,17 +187,20 @@ class Untied(ModelKind):
         return [M, M.T, U @ U.T, V @ V.T]
 
     def factor_velocities(self, model, factors, coefficients, letters=None):
-        """dU_k = −(β_k I + 2 Σ_{l,r} a⁽ʳ⁾_kl M_l⁽ʳ⁾) V_k − γU_k, dV_k = −(β_k I + 2 Σ a⁽ʳ⁾_kl M_l⁽ʳ̄⁾) U_k − γV_k."""
+        """dU_k = −(β_k I + 2 Σ_{l,r} a⁽ʳ⁾_kl M_l⁽ʳ⁾) V_k − γU_k, dV_k = −(β_k I + 2 Σ a⁽ʳ⁾_kl M_l⁽ʳ̄⁾) U_k − γV_k;
+        with Σ: β_k Σ and Σ (…) Σ (module docstring)."""
         beta, a1, a2, gamma = (coefficients[n] for n in ("beta", "a1", "a2", "gamma"))
-        M = [U @ V.T for U, V in factors] if letters is None else letters[:: len(self.letter_kinds)]
+        n = len(self.letter_kinds)
+        M = [U @ V.T for U, V in factors] if letters is None else letters[: n * model.K : n]
+        sigma = None if letters is None else sigma_letter(model, letters)
         out = []
         for k, (U, V) in enumerate(factors, start=1):
             if k not in model.trainable:
                 out.append((np.zeros_like(U), np.zeros_like(V)))
                 continue
-            bias = beta[k - 1] * np.eye(len(U))
-            drive = sum(a1[k - 1, l] * M[l] + a2[k - 1, l] * M[l].T for l in range(model.K))
-            drive_bar = sum(a1[k - 1, l] * M[l].T + a2[k - 1, l] * M[l] for l in range(model.K))
+            bias = beta[k - 1] * (np.eye(len(U)) if sigma is None else sigma)
+            drive = sandwich(sigma, sum(a1[k - 1, l] * M[l] + a2[k - 1, l] * M[l].T for l in range(model.K)))
+            drive_bar = sandwich(sigma, sum(a1[k - 1, l] * M[l].T + a2[k - 1, l] * M[l] for l in range(model.K)))
             out.append((-(bias + 2 * drive) @ V - gamma * U, -(bias + 2 * drive_bar) @ U - gamma * V))
         return out
 
@@ -201,8 +229,9 @@ class Untied(ModelKind):
             for k, (U, V) in enumerate(factors, start=1)
         ]
 
-    def means(self, factors):
-        return np.array([np.sum(U * V) / np.sqrt(len(U)) for U, V in factors])
+    def means(self, factors, sigma=None):
+        """Tr(Σ M_k)/√d (Σ = I when ``sigma`` is None)."""
+        return np.array([np.sum(U * (V if sigma is None else sigma @ V)) / np.sqrt(len(U)) for U, V in factors])
 
     def dimension(self, factor):
         return factor[0].shape[0]
@@ -273,8 +302,8 @@ class Untied(ModelKind):
         return parts
 
 
-def shift_to_mean(U, V, mean):
-    """Untied factors moved to the pre-activation mean ``Tr(U Vᵀ)/√d = mean``.
+def shift_to_mean(U, V, mean, sigma=None):
+    """Untied factors moved to the pre-activation mean ``Tr(Σ U Vᵀ)/√d = mean`` (Σ = ``sigma``, I when None).
 
     The move is the fast phase's own direction (MATH.md §4): ``U ← U + εV``, ``V ← V + εU``
     shifts ``M = U Vᵀ`` by ``ε(A + B) + ε² Mᵀ``, with ε the root of that quadratic nearest 0;
@@ -283,23 +312,26 @@ def shift_to_mean(U, V, mean):
     carries the mean (SGD's draw and the finite-d flow: `sample_factor`). The d = ∞ state carries
     it as the separate variable m, so the matrix-model closure's `law_factor` is not shifted: its
     O(mean²/n) would be a bias (untied h2, teacher mean 1.5: ensembles 1.5e-2 off the d → ∞
-    reference shifted, 4.1e-3 centred, at n = 200 × 16 draws; `make bench`).
+    reference shifted, 4.1e-3 centred, at n = 200 × 16 draws; `make bench`). With Σ the direction is the fast phase's
+    with Σ, ``U ← U + εΣV``, ``V ← V + εΣU``: Tr(ΣM) moves by ε(Tr(Σ²B) + Tr(AΣ²)) + ε² Tr(Σ³VUᵀ).
     """
     d = len(U)
-    current, spread = np.sum(U * V), np.sum(U * U) + np.sum(V * V)
+    SU, SV = (U, V) if sigma is None else (sigma @ U, sigma @ V)
+    current, spread = np.sum(U * SV), np.sum(SU * SU) + np.sum(SV * SV)
+    curvature = current if sigma is None else np.sum(SU * (sigma @ SV))
     target = mean * np.sqrt(d)
     if current == target:
         return U, V
-    roots = np.roots([current, spread, current - target])
+    roots = np.roots([curvature, spread, current - target])
     real = roots[np.abs(roots.imag) < 1e-12 * max(1.0, np.abs(roots).max())].real
     if not real.size:
         raise ModelError(
-            f"cannot shift untied factors to mean {mean}: Tr(M)/√d can reach "
-            f"{(current - spread**2 / (4 * current)) / np.sqrt(d):.3g} at most; lower |mean| or "
+            f"cannot shift untied factors to mean {mean}: Tr(ΣM)/√d can reach "
+            f"{(current - spread**2 / (4 * curvature)) / np.sqrt(d):.3g} at most; lower |mean| or "
             "raise the scales"
         )
     epsilon = real[np.argmin(np.abs(real))]
-    return U + epsilon * V, V + epsilon * U
+    return U + epsilon * SV, V + epsilon * SU
 
 
 UNTIED = Untied()
