@@ -31,7 +31,7 @@ COVARIANCES = ("isotropic", "power-law", "from-file")
 SIGMA = "Sigma"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DataCovariance:
     """Σ of the tokens (module docstring). ``values``: a from-file Σ's eigenvalues (ascending) and ``vectors``
     its eigenvectors (None: diagonal), read by `momentgen.config` from the file."""
@@ -76,7 +76,8 @@ class DataCovariance:
 
     # ---- finite d -----------------------------------------------------------------------------------
     def eigenvalues(self, d):
-        """Σ's eigenvalues at dimension d (ascending): midpoint quantiles of the law with mean 1, or the file's."""
+        """Σ's eigenvalues at dimension d (ascending): midpoint quantiles of the law with mean 1, or the file's (whose
+        dimension d must be: SGD and the finite-d flow run on the file's Σ itself)."""
         if self.covariance == "isotropic":
             return np.ones(d)
         if self.covariance == "from-file":
@@ -87,6 +88,18 @@ class DataCovariance:
         u = (np.arange(d) + 0.5) / d
         values = (1 + self.exponent) * u**self.exponent
         return values / values.mean()
+
+    def law_eigenvalues(self, n):
+        """n eigenvalues that follow Σ's law (the theory's n × n matrix model): a named law's midpoint quantiles
+        (`eigenvalues`), a file's spectrum at its midpoint quantiles (any n)."""
+        if self.covariance != "from-file":
+            return self.eigenvalues(n)
+        values = np.asarray(self.values, float)
+        return values[((np.arange(n) + 0.5) / n * len(values)).astype(int)]
+
+    def law_power(self, n, b):
+        """``Σ^b`` of an n × n matrix model (diagonal: only Σ's law matters at d = ∞)."""
+        return np.diag(self.law_eigenvalues(n) ** b)
 
     def basis(self, d):
         """Σ's eigenvectors as columns at dimension d, or None when Σ is diagonal."""

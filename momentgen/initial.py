@@ -178,7 +178,7 @@ def law_factors(model, specs, n, seed=0, data=ISOTROPIC):
         if spec.kind == "identity":
             factors.append(model.family.identity_factor(spec.c, n))
         elif spec.kind == "aligned":  # c Σ^b of Σ at the law's n quantiles (`momentgen.data.DataCovariance.power`)
-            factors.append(model.family.aligned_factor(spec.c, data.power(n, spec.exponent / 2)))
+            factors.append(model.family.aligned_factor(spec.c, data.law_power(n, spec.exponent / 2)))
         else:
             factors.append(model.family.law_factor(spec, n, rng, gaussian))
     return factors

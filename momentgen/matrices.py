@@ -117,21 +117,16 @@ def read_covariance(path):
     """A from-file data covariance Σ (MATH.md §10): ``{"values": eigenvalues (ascending), "vectors": eigenvectors or
     None}`` from an .npz holding ``eigenvalues`` (a vector: Σ diagonal) or ``Sigma`` (a symmetric positive-definite
     matrix), checked like a from-file init (size, dtype, finite) and then for symmetry and positivity."""
-    what = "[data] covariance file"
-    try:
-        arrays = _read_npz(path, (("eigenvalues",),), what, ndim=1)
+    arrays = _read_npz(path, (("eigenvalues",), ("Sigma",)), "[data] covariance file", ndim={"eigenvalues": 1})
+    if "eigenvalues" in arrays:
         values, vectors = arrays["eigenvalues"], None
-    except ModelError as error:
-        if "holds" not in str(error):
-            raise
-        S = _read_npz(path, (("eigenvalues",), ("Sigma",)), what)["Sigma"]
+    else:
+        S = arrays["Sigma"]
         if S.shape[0] != S.shape[1]:
-            raise ModelError(f"{path}: array Sigma must be square, got shape {S.shape}") from None
+            raise ModelError(f"{path}: array Sigma must be square, got shape {S.shape}")
         asymmetry = float(np.abs(S - S.T).max())
         if asymmetry > 1e-12 * max(1.0, float(np.abs(S).max())):
-            raise ModelError(
-                f"{path}: array Sigma is not symmetric (max |Sigma - Sigma^T| = {asymmetry:.3g})"
-            ) from None
+            raise ModelError(f"{path}: array Sigma is not symmetric (max |Sigma - Sigma^T| = {asymmetry:.3g})")
         values, vectors = np.linalg.eigh(S)
     smallest = float(np.min(values))
     if not smallest > 0:
@@ -149,7 +144,8 @@ def read_vectors(path, names, what):
 
 def _read_npz(path, alternatives, what="from-file init", ndim=2):
     """The arrays of the first of ``alternatives`` (tuples of names) an .npz holds in full, checked
-    (``ndim``: 2 for matrices, 1 for vectors such as a schedule's table; ``what`` names the file's role)."""
+    (``ndim``: 2 for matrices, 1 for vectors such as a schedule's table, or {name: ndim} with 2 for the names it
+    leaves out; ``what`` names the file's role)."""
     try:
         check_regular_file(path, MAX_FILE_BYTES, what)
         archive = zipfile.ZipFile(path)
@@ -175,7 +171,7 @@ def _read_npz(path, alternatives, what="from-file init", ndim=2):
                 )
             with archive.open(info) as member:
                 shape, dtype = _npy_header(member, path, name)
-            _check_shape(shape, dtype, path, name, ndim)
+            _check_shape(shape, dtype, path, name, ndim.get(name, 2) if isinstance(ndim, dict) else ndim)
             with archive.open(info) as member:
                 array = np.lib.format.read_array(member, allow_pickle=False)
             if not np.all(np.isfinite(array)):

@@ -82,10 +82,12 @@ class Problem:
         return self.config.data()
 
     def sigma_of(self, factors):
-        """Σ at the dimension of ``factors`` (a d × d matrix), None for isotropic tokens."""
+        """Σ at the dimension of ``factors`` (a d × d matrix), None for isotropic tokens: the reference's own Σ when the
+        problem starts from given finite matrices, else an n × n matrix that follows Σ's law (the matrix model)."""
         if not self.model.sigma:
             return None
-        return self.data.matrix(self.family.dimension(factors[0]))
+        n = self.family.dimension(factors[0])
+        return self.data.matrix(n) if self.factors is not None else self.data.law_power(n, 1.0)
 
     @property
     def gamma(self):
