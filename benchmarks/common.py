@@ -13,8 +13,9 @@ import numpy as np
 import sympy
 from threadpoolctl import threadpool_limits
 
-from momentgen import models, potential
+from momentgen import models
 from momentgen.models.untied import shift_to_mean
+from momentgen.potential import quadrature
 
 # One BLAS thread per process: up to 16× faster than two on the shared 2-core machines.
 # (threadpoolctl acts on already-loaded libraries, so the import order does not matter.)
@@ -82,6 +83,6 @@ def row_by_row():
     terms by the variables they use, nothing multiplied out (the baseline of the Φ benchmarks)."""
 
     def groups(expr):
-        return potential._group_terms(sympy.Add.make_args(expr))
+        return quadrature._group_terms(sympy.Add.make_args(expr))
 
-    return mock.patch.object(potential, "_additive_groups", groups)
+    return mock.patch.object(quadrature, "_additive_groups", groups)

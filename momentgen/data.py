@@ -8,9 +8,9 @@
 * ``from-file``: the ``eigenvalues`` (length d) or the matrix ``Sigma`` (d × d, symmetric positive definite)
   of one finite Σ, read from an ``.npz``.
 
-Both descriptions read it from here: the theory as the fixed letter ``Sigma`` whose pure words are the
-moments of its law (`moment`, `spectral_law`); SGD and the matrix flow as a d × d matrix (`eigenvalues` and
-`basis` at dimension d: x = Σ^{1/2} z costs O(B d) for a diagonal Σ). A teacher *aligned* with Σ is a
+Both descriptions read it from here: the theory as the fixed letter ``Sigma`` (`momentgen.models.base.SIGMA`),
+whose pure words are the moments of its law (`moment`, `law`, `rule`); SGD and the matrix flow as a d × d matrix
+(`eigenvalues` and `basis` at dimension d: x = Σ^{1/2} z costs O(B d) for a diagonal Σ). A teacher *aligned* with Σ is a
 function of it, ``c Σ^b`` (`power`). Finite-d eigenvalues of a named law are its midpoint quantiles,
 rescaled so that ``Tr Σ / d = 1`` exactly at every d.
 """
@@ -23,12 +23,10 @@ import numpy as np
 from .edge import gauss_rule, power_law
 from .errors import ModelError
 
-__all__ = ["DataCovariance", "COVARIANCES", "ISOTROPIC", "SIGMA"]
+__all__ = ["DataCovariance", "COVARIANCES", "ISOTROPIC"]
 
 #: The values of ``[data] covariance``.
 COVARIANCES = ("isotropic", "power-law", "from-file")
-#: The letter of Σ in words (one letter for every index: the data are shared).
-SIGMA = "Sigma"
 
 
 @dataclass(frozen=True, eq=False)

@@ -56,12 +56,12 @@ from .errors import ModelError, MomentgenError, shown
 from .files import PAPER_FORMATS, provenance, save_figure, write_csv, write_json
 from .hierarchy import build
 from .initial import empirical_moments
-from .matrices import initial_factors
 from .parallel import run_tasks
 from .potential import Potential
-from .reference import SGDRun, check_sgd_plan, mean_increments, sgd
+from .reference import mean_increments, sgd
 from .results import REACHED
 from .truncation import Truncation
+from .verification_plan import MIN_STEPS, _check_sgd_runs, _plan, _sgd_points, _States
 from .words import parse
 
 __all__ = ["verify", "Verification", "VERDICTS", "EXIT_STATUS"]
@@ -70,8 +70,6 @@ __all__ = ["verify", "Verification", "VERDICTS", "EXIT_STATUS"]
 SIGMAS = 4.0
 #: the drift check's allowance for the O(1/d²) rest, relative to the drift
 DRIFT_REST = 0.01
-#: the fewest SGD steps of the drift check (its standard error needs a sample)
-MIN_STEPS = 100
 #: the verdicts, and the CLI's exit status for each (2 is an error before anything ran)
 VERDICTS = ("agree", "disagree", "cannot verify")
 EXIT_STATUS = {"agree": 0, "disagree": 1, "cannot verify": 3}
@@ -225,128 +223,6 @@ def _reporter(progress):
             print(f"[verify {time.perf_counter() - start:6.1f} s] {line}", file=sys.stderr, flush=True)
 
     return say
-
-
-# ---- the plan: seeds and drift steps that fit a time budget ---------------------------------------------
-
-
-def _plan(config, start, dims, seeds, steps, kappa, budget, n_jobs, theory_seconds, say):
-    """{"dims", "drift_dims", "seeds", "steps", "budget", "estimated_s"}: what the legs will run. Without a
-    budget, what was asked for. With one, SGD's cost per step is measured at each d (20 steps) and the plan
-    is cut to fit: a quarter of the budget for the drift steps, the rest for the seeds — each an SGD run at
-    both d and the closure from both starts (``theory_seconds`` each, measured) — which run on ``n_jobs``
-    processes (default 2); where even 3 seeds (or `MIN_STEPS` drift steps) do not fit, the finite-d leg's
-    (or the drift's) dimensions are halved (down to d₁ ≥ 25; not for a from-file state, whose d is fixed).
-    The drift's cost does not grow with the horizon T, so a long horizon shrinks only the finite-d leg's d
-    (the drift's 1/d extrapolation from d = 50, 100 is off by O(1/d²): measured 6 SE on fig2_tied_h2).
-    A budget below the smallest plan is a `ConfigError` that says what it would need."""
-    plan = {"dims": list(dims), "drift_dims": list(dims), "seeds": list(seeds), "steps": steps, "budget": budget}
-    plan["estimated_s"] = None
-    if budget is None:
-        return plan
-    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0:
-        raise ConfigError(f"budget must be a positive number of seconds, got {budget!r}")
-    workers, candidates = n_jobs or 2, [dims]
-    while not start.fixed and candidates[-1][0] // 2 >= 25:
-        candidates.append((candidates[-1][0] // 2, candidates[-1][1] // 2))
-    drift = None  # (dims, steps, seconds): the largest d whose drift steps fit — the drift does not depend on T
-    for trial in candidates:
-        try:  # a smaller d has longer steps: its SGD must still resolve a grid of at least 2 points
-            _check_sgd_runs(config, trial, kappa)
-        except MomentgenError:
-            break
-        drift_cost, per_seed = _costs(config, start, trial, kappa, theory_seconds)
-        drift_steps = int(min(steps, 0.25 * budget / drift_cost))
-        if drift is None and drift_steps >= MIN_STEPS:
-            drift = (trial, drift_steps, drift_steps * drift_cost)
-        n_seeds = int(min(len(seeds), 0.75 * budget * workers / per_seed))
-        if drift is not None and n_seeds >= 3:
-            plan.update(dims=list(trial), drift_dims=list(drift[0]), seeds=list(seeds)[:n_seeds], steps=drift[1])
-            plan["estimated_s"] = drift[2] + n_seeds * per_seed / workers
-            say(f"plan for {budget:g} s: drift at d = {drift[0][0]}, {drift[0][1]} ({drift[1]} steps); finite-d leg at "
-                f"d = {trial[0]}, {trial[1]}, {n_seeds} seeds (SGD ≈ {plan['estimated_s']:.0f} s)")  # fmt: skip
-            return plan
-    smallest = MIN_STEPS * drift_cost + 3 * per_seed / workers
-    raise ConfigError(
-        f"budget {budget:g} s is below the smallest plan (3 seeds, {MIN_STEPS} drift steps at d = {trial[0]}, "
-        f"{trial[1]}: about {smallest:.0f} s): raise the budget"
-    )
-
-
-def _sgd_points(config, d, kappa):
-    """Output points an SGD run at ``d`` (lr = κB/d) resolves on [0, T]: ``[integrate] points``, or fewer
-    so that the spacing is at least one SGD step (the finite-d leg reads SGD only at times it reached)."""
-    T, points = config.section("integrate")["T"], config.section("integrate")["points"]
-    step = 1.0 / config.model.family.steps_per_time(d, kappa * config.section("sgd")["batch"] / d)
-    return max(2, min(points, int(T / step * (1 + 1e-9)) + 1))
-
-
-def _check_sgd_runs(config, dims, kappa):
-    """`check_sgd_plan` for verify's SGD runs at both ``dims`` (lr = κB/d), on the grid d₁ resolves."""
-    points = _sgd_points(config, dims[0], kappa)
-    for d in dims:
-        lr = kappa * config.section("sgd")["batch"] / d
-        check_sgd_plan(config.replace(sgd={"d": d, "lr": lr}, integrate={"points": points}), d)
-
-
-def _costs(config, start, dims, kappa, theory_seconds):
-    """(seconds per drift step at both d, seconds per seed of the finite-d leg) at ``dims``."""
-    batch, T = config.section("sgd")["batch"], config.section("integrate")["T"]
-    drift, per_seed = 0.0, 2 * theory_seconds
-    for d in dims:
-        lr = kappa * batch / d
-        cost = _step_seconds(config, start.factors(d, 0), lr)
-        drift += cost
-        per_seed += T * config.model.family.steps_per_time(d, lr) * cost
-    return drift, per_seed
-
-
-def _step_seconds(config, factors, lr, steps=20):
-    """Seconds per SGD step at these factors (the best of two timings of ``steps`` steps)."""
-    table = config.section("model")
-    run = SGDRun(config.model, config.loss(), table["C"], factors, lr, config.section("sgd")["batch"],
-                 table["gamma"], np.random.default_rng(0), data=config.data())  # fmt: skip
-    best = np.inf
-    for _ in range(2):
-        begin = time.perf_counter()
-        for _ in range(steps):
-            run.step()
-        best = min(best, (time.perf_counter() - begin) / steps)
-    return best
-
-
-class _States:
-    """The finite-d initial states of the SGD runs. From the d = ∞ law: a fresh draw per d and seed.
-    With a from-file init the state is the file's (the other indices drawn once, as the theory
-    starts from them), the same for every seed, at d₁ = the file's d, and at d₂ = 2d₁ the same
-    matrices lifted by ``F ⊗ I₂`` — every normalised trace moment unchanged, so the two SGD runs
-    differ only by their dimension and the extrapolation in 1/d is at a fixed initial state."""
-
-    def __init__(self, config):
-        self.config, self.model = config, config.model
-        self.base = config.start_factors()
-        self.fixed = self.base is not None
-        if self.fixed and not self.model.family.centred:
-            raise ConfigError(
-                "verify lifts a from-file state to 2d by F ⊗ I₂, which changes an untied mean Tr(M)/√d: "
-                "verify this configuration with a gaussian init of the same law"
-            )
-        d = self.model.family.dimension(self.base[0]) if self.fixed else None
-        self.dims = (d, 2 * d) if self.fixed else None
-
-    def factors(self, d, seed):
-        if not self.fixed:
-            return initial_factors(self.model, self.config.inits(), d, seed, self.config.data())
-        lift = 2 if d == self.dims[1] else 1
-        return [_lifted(f, lift) for f in self.base]
-
-
-def _lifted(factor, times):
-    if times == 1:
-        return factor
-    if isinstance(factor, tuple):
-        return tuple(_lifted(f, times) for f in factor)
-    return np.kron(factor, np.eye(times))
 
 
 def _observables(config):

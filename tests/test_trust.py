@@ -18,7 +18,8 @@ from momentgen.initial import InitSpec
 from momentgen.losses import builtin
 from momentgen.matrices import sample_factors
 from momentgen.oracles import riccati_tied_moments, solvable_tied_moments
-from momentgen.potential import Potential, _difference, _scale
+from momentgen.potential import Potential
+from momentgen.potential.quadrature import _difference, _scale
 from momentgen.problem import Problem
 from momentgen.truncation import from_config
 

@@ -219,9 +219,9 @@ def test_a_budget_chooses_seeds_steps_and_dimensions_and_reports_the_plan(monkey
     d = 25 does (0.75·2·2/1 = 3 seeds), and the finite-d leg runs there; the drift, whose cost does not grow
     with the horizon, keeps the largest d its steps fit at (0.25·2/(2·1 ms) = 250 drift steps at d = 100, 200:
     a 1/d extrapolation from small d is off by O(1/d²) — measured 6 SE on fig2_tied_h2's long horizon)."""
-    from momentgen import verification
+    from momentgen import verification_plan
 
-    monkeypatch.setattr(verification, "_costs", lambda config, start, dims, *rest: (2e-3, dims[0] / 25))
+    monkeypatch.setattr(verification_plan, "_costs", lambda config, start, dims, *rest: (2e-3, dims[0] / 25))
     result = verify(solvable(), budget=2, progress=False)
     plan = result.checks["finite-d"]["plan"]
     assert plan["dims"] == [25, 50] and len(plan["seeds"]) == 3 and plan["steps"] == 250

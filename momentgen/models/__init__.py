@@ -12,22 +12,9 @@ import numpy as np
 from ..errors import ModelError, WordError
 from .alphabet import Alphabet
 from .base import NOISE_FAMILIES, Batch, Family, ModelKind, Rule
-from .direct import DIRECT
-from .symmetric import SYMMETRIC
-from .tied import TIED
-from .untied import UNTIED
+from .registry import KINDS, get
 
 __all__ = ["KINDS", "NOISE_FAMILIES", "Model", "ModelKind", "Family", "Rule", "Batch", "get"]
-
-#: The registry: configuration ``kind`` → its `ModelKind`.
-KINDS = {kind.name: kind for kind in (TIED, UNTIED, DIRECT, SYMMETRIC)}
-
-
-def get(name):
-    """The `ModelKind` registered as ``name`` (a `WordError` naming the choices otherwise)."""
-    if name not in KINDS:
-        raise WordError(f"unknown model {name!r}: choose one of {', '.join(KINDS)}")
-    return KINDS[name]
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,9 @@ from functools import cached_property
 
 import numpy as np
 
-from .. import models as registry  # the package: its KINDS are read when an alphabet is made
 from ..errors import WordError
-
-#: The name of the data-covariance letter (`momentgen.data.SIGMA`).
-SIGMA = "Sigma"
+from . import registry
+from .base import SIGMA
 
 __all__ = ["Alphabet"]
 

@@ -37,7 +37,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..errors import ModelError
-from .alphabet import SIGMA
+
+#: The name of the data-covariance letter Σ in words (one letter for every index: the data are shared).
+SIGMA = "Sigma"
 
 __all__ = [
     "ModelKind",

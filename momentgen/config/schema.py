@@ -1,0 +1,302 @@
+"""Every table and key of a configuration: its default and its validator (`_SCHEMA`), and `ConfigError`."""
+
+import difflib
+import math
+
+import numpy as np
+
+from .. import models
+from ..data import COVARIANCES
+from ..errors import ModelError, shown
+from ..inits import INIT_KINDS
+from ..schedules import FORMS
+
+
+class ConfigError(ModelError):
+    """A configuration file that cannot be used as written."""
+
+
+# ---- validators: each returns the cleaned value or raises ValueError saying what is required ----
+
+
+def _number(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError("must be a number")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an integer such as 10**400: no float holds it
+        raise ValueError("is too large (beyond a float)") from None
+    if not finite:
+        raise ValueError("must be finite")
+    return value
+
+
+def _at_most(check, high):
+    """``check``, and |value| ≤ ``high`` (beyond it the moments overflow a float at the usual degrees)."""
+
+    def bounded(value):
+        value = check(value)
+        if abs(value) > high:
+            raise ValueError(f"must be at most {high:g} in size")
+        return value
+
+    return bounded
+
+
+def _positive(value):
+    if not _number(value) > 0:
+        raise ValueError("must be a positive number")
+    return value
+
+
+def _non_negative(value):
+    if not _number(value) >= 0:
+        raise ValueError("must be a number ≥ 0")
+    return value
+
+
+def _horizon(value):
+    if not _positive(value) >= 1e-9:
+        raise ValueError("must be at least 1e-9 (a shorter horizon is below the integrators' resolution)")
+    return value
+
+
+def _fraction(value):
+    if not 0 < _number(value) < 1:
+        raise ValueError("must be a number strictly between 0 and 1")
+    return value
+
+
+def _integer(low, high=None):
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low or (high and value > high):
+            raise ValueError(f"must be an integer ≥ {low}" + (f" and ≤ {high}" if high else ""))
+        return value
+
+    return check
+
+
+def _choice(*options, what=None):
+    def check(value):
+        if value not in options:
+            raise ValueError(("is an unknown " + what + ": " if what else "") + f"must be one of {', '.join(options)}")
+        return value
+
+    return check
+
+
+def _optional(check):
+    return lambda value: None if value is None else check(value)
+
+
+def _string(value):
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("must be a non-empty string")
+    return value
+
+
+def _index_list(value):
+    if not isinstance(value, list) or not value:
+        raise ValueError("must be a non-empty list of 1-based indices, e.g. [1] or [1, 3]")
+    for k in value:
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise ValueError(f"must be a list of integer indices (1-based); {k!r} is not one")
+    if len(set(value)) != len(value):
+        raise ValueError("must not repeat an index")
+    return value
+
+
+def _head_groups(value):
+    if not isinstance(value, list) or len(value) != 2:
+        raise ValueError("must be [[student heads], [teacher heads]], e.g. [[1, 2], [3, 4]]")
+    return [_index_list(group) for group in value]
+
+
+def _boolean(value):
+    if not isinstance(value, bool):
+        raise ValueError("must be true or false")
+    return value
+
+
+def _seeds(value):
+    if (
+        not isinstance(value, list)
+        or not value
+        or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in value)
+    ):
+        raise ValueError("must be a non-empty list of integers ≥ 0, e.g. [0, 1]")
+    return value
+
+
+def _warmup(value):
+    if not 0 <= _number(value) < 1:
+        raise ValueError("must be a fraction of the run in [0, 1)")
+    return value
+
+
+def _milestones(value):
+    if not isinstance(value, list) or not all(isinstance(u, (int, float)) and not isinstance(u, bool) for u in value):
+        raise ValueError("must be a list of fractions of the run, e.g. [0.5, 0.8]")
+    if not all(0 < u < 1 for u in value) or any(b <= a for a, b in zip(value, value[1:])):
+        raise ValueError("must be increasing fractions strictly between 0 and 1")
+    return [float(u) for u in value]
+
+
+def _batch_schedule(value):
+    """An inline table ``{schedule, final, milestones, factor, path}`` (no warm-up: a batch of 0 has no step)."""
+    if not isinstance(value, dict):
+        raise ValueError('must be an inline table, e.g. {schedule = "step", milestones = [0.5], factor = 4.0}')
+    try:
+        out = _table(value, _SCHEDULE_KEYS, "", "")
+        _check_schedule_keys(out, set(value), "")
+    except ConfigError as error:
+        raise ValueError(str(error).strip()) from None
+    return out
+
+
+def _covariance(value):
+    if value is None:
+        return None
+    try:
+        C = np.array(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError("must be a square list of lists of numbers (the L × L token covariance)") from None
+    if C.ndim != 2 or C.shape[0] != C.shape[1]:
+        raise ValueError(f"must be a square matrix (got shape {C.shape})")
+    if not np.all(np.isfinite(C)):
+        raise ValueError("must be finite")
+    smallest = np.linalg.eigvalsh(0.5 * (C + C.T)).min()
+    if not np.allclose(C, C.T, atol=1e-12) or smallest < -1e-12 * max(1.0, np.abs(C).max()):
+        raise ValueError(f"must be symmetric positive semi-definite (smallest eigenvalue {smallest:.3g})")
+    return C.tolist()
+
+
+def _observables(value):
+    if value == "all" or (isinstance(value, list) and all(isinstance(w, str) for w in value)):
+        return value
+    raise ValueError('must be "all" or a list of words, e.g. ["S1 S2"]')
+
+
+REQUIRED = object()  # marks a key without a default
+METHODS = ("LSODA", "Radau", "BDF", "DOP853", "RK45")  # the ODE methods of momentgen.stepper.SOLVERS
+CLOSURES = ("zero", "quadrature", "matrix-model")
+#: Every table and key: (default, validator).
+_SCHEMA = {
+    "model": {
+        "kind": (REQUIRED, _choice(*models.KINDS, what="model kind")),
+        "L": (1, _integer(1, 8)),
+        "K": (REQUIRED, _integer(1, 64)),
+        "trainable": (None, _optional(_index_list)),
+        "gamma": (0.0, _at_most(_non_negative, 1e6)),
+        "C": (None, _covariance),
+    },
+    "loss": {
+        "builtin": (None, _optional(_choice("mse", "softmax-mse", "multihead-softmax-mse"))),
+        "expression": (None, _optional(_string)),
+        "activation": (None, _optional(_string)),
+        "student": ([1], _index_list),
+        "teacher": ([2], _index_list),
+        "heads": (None, _optional(_head_groups)),
+        "rtol": (1e-8, _fraction),
+    },
+    "data": {
+        "covariance": ("isotropic", _choice(*COVARIANCES, what="data covariance")),
+        "exponent": (1.0, _at_most(_positive, 100)),
+        "path": (None, _optional(_string)),
+    },
+    "init": {
+        "kind": ("gaussian", _choice(*INIT_KINDS)),
+        "width_ratio": (1.0, _at_most(_positive, 100)),
+        "scale": (1.0, _at_most(_positive, 1e3)),
+        "scale_U": (1.0, _at_most(_positive, 1e3)),
+        "scale_V": (1.0, _at_most(_positive, 1e3)),
+        "c": (1.0, _at_most(_number, 1e6)),
+        "path": (None, _optional(_string)),
+        "mean": (None, _optional(_at_most(_number, 1e6))),
+        "exponent": (1.0, _at_most(_number, 100)),
+    },
+    "truncation": {
+        "degree": (REQUIRED, _integer(1)),
+        "observables": ("all", _observables),
+        "closure": ("zero", _choice(*CLOSURES)),
+        "size": (400, _integer(2, 20_000)),
+        "draws": (1, _integer(1, 100_000)),
+        "max_memory_gb": (8.0, _positive),
+    },
+    "integrate": {
+        "T": (REQUIRED, _horizon),
+        "points": (51, _integer(2, 1_000_000)),
+        "method": ("LSODA", _choice(*METHODS)),
+        "rtol": (1e-8, _fraction),
+        "atol": (1e-10, _positive),
+        "validity_tol": (1e-4, _positive),
+        "fast_T": (20.0, _horizon),
+        "finite_lr": (False, _boolean),
+    },
+    "sgd": {
+        "d": (200, _integer(1, 100_000)),
+        "lr": (0.016, _positive),
+        "batch": (256, _integer(1, 10_000_000)),
+        "seeds": ([0], _seeds),
+        "max_steps": (10_000_000, _integer(1, 10**12)),
+        "schedule": ("constant", _choice(*FORMS)),
+        "warmup": (0.0, _warmup),
+        "final": (0.0, _at_most(_non_negative, 1e3)),
+        "milestones": ([], _milestones),
+        "factor": (0.1, _at_most(_positive, 1e3)),
+        "path": (None, _optional(_string)),
+        "batch_schedule": (None, _optional(_batch_schedule)),
+    },
+}
+#: The keys of a batch-size schedule (the lr schedule's, without warm-up).
+_SCHEDULE_KEYS = {key: _SCHEMA["sgd"][key] for key in ("schedule", "final", "milestones", "factor", "path")}
+#: Which keys each schedule form reads (the others must not be given).
+_SCHEDULE_USES = {
+    "constant": (),
+    "cosine": ("final",),
+    "linear": ("final",),
+    "step": ("milestones", "factor"),
+    "from-file": ("path",),
+}
+
+
+def _table(given, fields, where, name):
+    if not isinstance(given, dict):
+        raise ConfigError(f"{where}{name} must be a table")
+    _check_keys(given, fields, where, name)
+    out = {}
+    for key, (default, check) in fields.items():
+        if key not in given:
+            if default is REQUIRED:
+                raise ConfigError(f"{where}{name} needs `{key}`")
+            out[key] = default
+            continue
+        try:
+            out[key] = check(given[key])
+        except (ValueError, OverflowError) as error:
+            raise ConfigError(f"{where}{name} {key} {error}, got {shown(given[key])}") from None
+    return out
+
+
+def _check_schedule_keys(table, given, where):
+    """A schedule's keys that its form does not read are refused (nothing silent)."""
+    form = table["schedule"]
+    uses = set(_SCHEDULE_USES[form]) | ({"warmup"} if form != "from-file" else set())
+    changed = {key for key in given if key in table and table[key] != _SCHEMA["sgd"][key][0]}  # defaults are moot
+    unused = sorted({"final", "milestones", "factor", "path", "warmup"} & changed - uses)
+    if unused:
+        raise ConfigError(f"{where}`{unused[0]}` does not apply to schedule = {form!r}: remove it")
+    needed = {"step": "milestones", "from-file": "path"}.get(form)
+    if needed and not table[needed]:
+        raise ConfigError(f"{where}schedule = {form!r} needs `{needed}`")
+
+
+def _check_keys(given, allowed, where, table):
+    for key in given:
+        if not isinstance(key, str):
+            raise ConfigError(f"{where}keys in {table} are names (strings), got {shown(key)}")
+        if key not in allowed:
+            key = shown(key, 40)[1:-1] if len(key) > 40 else key
+            near = difflib.get_close_matches(key, list(allowed), n=1)
+            hint = f"; did you mean `{near[0]}`?" if near else f"; valid keys: {', '.join(allowed)}"
+            raise ConfigError(f"{where}unknown key `{key}` in {table}{hint}")

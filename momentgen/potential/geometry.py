@@ -1,0 +1,85 @@
+"""The pre-activations' covariance as a low-rank factor over token pairs, and its feasibility checks."""
+
+import numpy as np
+
+from ..errors import InfeasibleState
+from .values import SecondDerivatives
+
+
+class _PairGeometry:
+    """Token-pair matrices for ``L`` tokens: T = C⊗C, T P, vec C, and the factor blocks of T P_sym/anti."""
+
+    def __init__(self, C):
+        L = len(C)
+        self.L = L
+        self.T = np.kron(C, C)
+        swap = np.zeros((L * L, L * L))
+        for i in range(L):
+            for j in range(L):
+                swap[i * L + j, j * L + i] = 1
+        self.TP = self.T @ swap
+        self.c = C.reshape(-1)
+        w, V = np.linalg.eigh(self.T)
+        root = (V * np.sqrt(np.clip(w, 0, None))) @ V.T
+        sym, anti = [], []
+        for i in range(L):
+            for j in range(i, L):
+                e = np.zeros(L * L)
+                e[i * L + j] += 1
+                e[j * L + i] += 1 if i != j else 0
+                sym.append(e / np.linalg.norm(e))
+                if i != j:
+                    a = np.zeros(L * L)
+                    a[i * L + j], a[j * L + i] = 1, -1
+                    anti.append(a / np.sqrt(2))
+        self.sym_root = root @ np.array(sym).T  # (L², L(L+1)/2): T P_sym = R Rᵀ
+        self.anti_root = root @ np.array(anti).reshape(-1, L * L).T  # (L², L(L−1)/2)
+
+    def covariance(self, Q1, Q2):
+        return np.kron(self.T, Q1) + np.kron(self.TP, Q2)
+
+    def mean(self, m):
+        return np.kron(self.c, m)
+
+    def contract(self, grad, hess, K):
+        """(∂Φ/∂Q1, ∂Φ/∂Q2, b, m-Hessian) from E∇ℓ (p,) and E∇²ℓ (p, p) by Price's theorem."""
+        H = hess.reshape(self.L**2, K, self.L**2, K)
+        g = grad.reshape(self.L**2, K)
+        dQ1 = 0.5 * np.einsum("ab,akbl->kl", self.T, H)
+        dQ2 = 0.5 * np.einsum("ab,akbl->kl", self.TP, H)
+        return dQ1, dQ2, self.c @ g, np.einsum("a,b,akbl->kl", self.c, self.c, H)
+
+    def contract_noise(self, outer, K):
+        """(N1, N2) from E[∇ℓ ∇ℓᵀ] (p, p): the contractions of Γ's without its ½."""
+        H = outer.reshape(self.L**2, K, self.L**2, K)
+        return np.einsum("ab,akbl->kl", self.T, H), np.einsum("ab,akbl->kl", self.TP, H)
+
+    def contract_second(self, hess, third, fourth, K):
+        """`SecondDerivatives` from E∇²ℓ, E∇³ℓ and E∇⁴ℓ (full symmetric tensors) by Price's theorem."""
+        P = self.L**2
+        T = np.stack([self.T, self.TP])
+        H4 = fourth.reshape(P, K, P, K, P, K, P, K)
+        QQ = 0.25 * np.einsum("rab,sce,akblcmen->rklsmn", T, T, H4, optimize=True)
+        H3 = third.reshape(P, K, P, K, P, K)
+        Qm = 0.5 * np.einsum("rab,e,akblen->rkln", T, self.c, H3, optimize=True)
+        mm = np.einsum("a,b,akbl->kl", self.c, self.c, hess.reshape(P, K, P, K))
+        return SecondDerivatives(QQ, Qm, mm)
+
+
+def _check_psd(w, name, Q1, Q2):
+    """Raise unless the eigenvalues ``w`` of ``name`` are ≥ 0 to the integrators' tolerance (10⁻⁸
+    relative: a student that has converged onto its teacher sits on the boundary, Q1 + Q2 singular,
+    and states within rtol = 10⁻⁹ of it reach −5e-10); the message is built only on failure (this
+    runs at every evaluation)."""
+    if w.min() < -1e-8 * max(1.0, np.abs(w).max()):
+        raise InfeasibleState(
+            f"order parameters outside the feasible set: {name} has eigenvalue {w.min():.3g} < 0 at "
+            f"Q1={Q1.tolist()}, Q2={Q2.tolist()}; q1 + q2 and q1 - q2 (tied: q; direct: Omega ± Psi) must be "
+            "positive semi-definite"
+        )
+
+
+def _psd_root(Q, name, Q1, Q2):
+    w, V = np.linalg.eigh(0.5 * (Q + Q.T))
+    _check_psd(w, name, Q1, Q2)
+    return (V * np.sqrt(np.clip(w, 0, None))) @ V.T
