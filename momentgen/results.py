@@ -7,12 +7,15 @@ axis (``time_scale``); ``series`` maps canonical words to their normalised trace
 (``result["series"]``), with arrays instead of lists.
 """
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import figures
 from .errors import MomentgenError
+from .models import Model
+from .models.base import SIGMA
 from .words import canonical
 
 __all__ = ["Result", "REACHED"]
@@ -198,13 +201,20 @@ def _column_of(result, word):
     if word in result.derived:
         return word, result.derived[word]
     try:
-        key = canonical(word, result.model)
+        key = canonical(word, _words_model(result))
     except MomentgenError:
         key = None
     if key not in result.series:
         known = ", ".join(list(result.series)[:8] + list(result.derived))
         raise MomentgenError(f"no column {word!r} in this result: its words and derived columns are {known}")
     return f"μ({key})", result.series[key]
+
+
+def _words_model(result):
+    """The `momentgen.models.Model` the result's words are spelled in: K their largest index, the letter Σ when one
+    holds it (so that ``"Sigma S1"`` finds ``"S1 Sigma"``)."""
+    indices = [int(i) for word in result.series for i in re.findall(r"\d+", word)]
+    return Model(result.model, max(indices, default=1), sigma=any(SIGMA in word.split() for word in result.series))
 
 
 def _plain(value):

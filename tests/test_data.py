@@ -161,6 +161,8 @@ def test_exact_commuting_case_with_a_power_law_tail():
     its relative estimate never below the true error (measured ≥ 10×)."""
     result, words, relative, estimate = _commuting_errors(_config(integrate={"T": 8.0, "points": 41}))
     assert result.extra["estimate_legs"] == ["coarse", "fine", "layer"]
+    ax = result.plot(words=["Sigma S1", "risk"], log=True)  # a word with Σ in any spelling
+    assert [line.get_label() for line in ax.get_lines()][0].startswith("μ(S1 Sigma)")
     assert words <= 5e-4
     assert relative.max() <= 1.5e-2
     assert np.all(estimate[1:] >= relative[1:])
