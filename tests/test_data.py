@@ -97,7 +97,7 @@ def test_power_law_moments_and_finite_spectrum():
 
 def test_exact_initial_moments_with_sigma_match_large_matrices():
     """Σ free from Gaussian students, aligned letters c Σ^b on Σ's component: the planar sum with faces at τ(Σ^e)
-    against finite matrices at d = 2000 (fluctuations O(1/d): measured ≤ 0.007 on these words; tolerance 0.02)."""
+    against finite matrices at d = 1000 (fluctuations O(1/d): measured ≤ 0.0056 over seeds 0–2; tolerance 0.02)."""
     data = DataCovariance("power-law", 1.5)
     model = Model("tied", 3, (1,), sigma=True)
     specs = {
@@ -107,8 +107,8 @@ def test_exact_initial_moments_with_sigma_match_large_matrices():
     }
     words = ["Sigma S1 Sigma S1", "Sigma S1 S2 S1", "S1 S1 Sigma S1 Sigma Sigma", "S1 S3 S1 Sigma S1 S2"]
     codes = [parse(w, model) for w in words]
-    factors = sample_factors(model, specs, 2000, 0, data)
-    finite = trace_moments(codes, letter_matrices("tied", factors, data.matrix(2000)))
+    factors = sample_factors(model, specs, 1000, 0, data)
+    finite = trace_moments(codes, letter_matrices("tied", factors, data.matrix(1000)))
     np.testing.assert_allclose(exact_moments(model, specs, codes, data), finite, atol=0.02)
 
 
@@ -156,10 +156,10 @@ def _commuting_errors(config):
 def test_exact_commuting_case_with_a_power_law_tail():
     """Student c₀I, teacher c Σ^b aligned with a power-law Σ (a = 1, b = ½): each direction is a logistic flow
     (`momentgen.oracles.aligned_tied_average`, checked against a 4000-point Gauss rule to 1e-12). The quadrature
-    closure puts Σ's edge-adapted rule under every letter (`layered_index` 0). Degree 7, t ∈ [0, 8] (risk 2.5 → 2.3e-5):
+    closure puts Σ's edge-adapted rule under every letter (`layered_index` 0). Degree 7, t ∈ [0, 4] (risk 2.5 → 1.2e-4):
     measured words ≤ 1.2e-4 (tolerance 5e-4), risk relative error ≤ 4.2e-3 (tolerance 1.5e-2; the issue asks 10 %),
     its relative estimate never below the true error (measured ≥ 10×)."""
-    result, words, relative, estimate = _commuting_errors(_config(integrate={"T": 8.0, "points": 41}))
+    result, words, relative, estimate = _commuting_errors(_config(integrate={"T": 4.0, "points": 21}))
     assert result.extra["estimate_legs"] == ["coarse", "fine", "layer"]
     ax = result.plot(words=["Sigma S1", "risk"], log=True)  # a word with Σ in any spelling
     assert [line.get_label() for line in ax.get_lines()][0].startswith("μ(S1 Sigma)")
@@ -207,3 +207,51 @@ def test_a_covariance_file_runs_end_to_end(tmp_path):
 
     sgd = simulate_config(config, seeds=[0], progress=False)
     assert sgd["status"] == "ok" and sgd["series"]["S2 Sigma S2 Sigma"][0] == pytest.approx(np.mean(values**4))
+
+
+def _verify_config(kind, finite_lr):
+    teacher = {"kind": "gaussian", "mean": 1.0} if kind == "untied" else {"kind": "aligned", "c": 1.0, "exponent": 1.0}
+    return {
+        "model": {"kind": kind, "K": 2, "trainable": [1]},
+        "loss": {"builtin": "mse", "activation": "h1"},
+        "data": {"covariance": "power-law", "exponent": 1.0},
+        "init": {"1": {"kind": "gaussian", "scale": 0.5}, "2": teacher},
+        "truncation": {"degree": 6, "closure": "matrix-model", "size": 300, "observables": ["S1", "S1 S2"]}
+        if kind != "untied"
+        else {"degree": 5, "closure": "matrix-model", "size": 200, "observables": ["M1 M2^T", "M1 M2"]},
+        "integrate": {"T": 0.5 if kind != "untied" else 0.1, "points": 11, "finite_lr": finite_lr},
+        "sgd": {"d": 100 if kind != "untied" else 200, "lr": 0.01, "batch": 200 if kind != "untied" else 160},
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["tied", "untied", "direct", "symmetric"])
+def test_verify_agrees_with_sgd_for_every_kind_with_sigma(kind):
+    """MATH.md §10's check, per kind: `verify` (drift at t = 0 against SGD's one-step change extrapolated in d, and
+    SGD against the theory from each run's own start, extrapolated in 1/d or 1/√d) agrees on a power-law Σ with the
+    finite-learning-rate term on (κ = 0.005; untied 0.0125). Measured: `agree` for each kind, about 2 min each (the
+    per-word numbers of the same check on the configurations of issue 29's table: drift within 0.7–2.7 SE, the
+    finite-d leg at 0.2–0.5× its tolerance)."""
+    from momentgen.api import verify
+
+    result = verify(parse_config(_verify_config(kind, True)), budget=200, progress=False, closure="matrix-model")
+    assert result.verdict == "agree", result.message
+
+
+@pytest.mark.parametrize("kind", ["direct", "symmetric"])
+def test_direct_and_symmetric_with_sigma_have_a_quadrature_closure(kind):
+    """With Σ their hierarchies no longer close, so the quadrature closure represents them: the symmetric letter by
+    the semicircle's Jacobi matrix, the direct one by Gram–Schmidt on its exact moments, free from Σ's component. It
+    follows the matrix model (an independent construction: n = 300 matrices at the laws' quantiles, Haar rotations)
+    over the curve: measured sup difference 2.6e-3 (symmetric: the degree-9 Gauss rule of Σ, 1.5e-3 from its
+    converged value, and the matrix model's O(1/n)), 1.05e-2 (direct: the n = 300 matrix model's random start, already
+    1.05e-2 at t = 0; 1e-3 at n = 1200) on words of size up to 3 — tolerance 3e-2; a wrong Jacobi matrix or a
+    missing Σ is off by O(1)."""
+    raw = _verify_config(kind, False)
+    raw["truncation"] = {"degree": 9, "closure": "quadrature", "size": 300, "observables": ["S1", "S1 S1", "S1 S2"]}
+    raw["integrate"]["T"] = 0.25
+    config = parse_config(raw)
+    quadrature, matrix = solve_with_closure(config), solve_with_closure(config, "matrix-model")
+    assert quadrature.status in ("ok", "unverified", "partial") and len(quadrature.t) == len(matrix.t)
+    gap = max(np.abs(quadrature.series[w] - matrix.series[w]).max() for w in quadrature.series)
+    assert gap <= 3e-2

@@ -27,6 +27,7 @@ With a data covariance Σ (MATH.md §10): centring ``C_ij Tr(Σ S_k)/√d``, ``q
 
 import numpy as np
 
+from ..representation import jacobi_component
 from .base import (
     Family,
     ModelKind,
@@ -146,6 +147,14 @@ class Symmetric(ModelKind):
 
     def matrix_laws(self, k, spec):
         return {("S", k): (spec.scale**2, 1.0, True)}
+
+    # ---- quadrature states (a hierarchy with the letter Σ does not close) -----------------------------
+    def representation_component(self, k, spec, n, exact_oracle, generators, tol):
+        """The semicircle letter by its Jacobi matrix (diagonal 0, off-diagonal σ)."""
+        return jacobi_component(self.code("S", k), np.zeros(n + 1), np.full(n, spec.scale))
+
+    def factor_parts(self, letters, tol, roots=None):
+        return list(letters)
 
 
 def semicircle_quantiles(n, scale):
