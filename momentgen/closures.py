@@ -150,6 +150,13 @@ def _derived(problem, series, means):
     return out
 
 
+def _short_and_phi_words(model, words):
+    """The words of degree ≤ 2 among ``words`` and the words Φ reads (`ModelKind.state_words`: with the letter Σ its
+    Σ-weighted order parameters, of degree 4–5), which the risk needs."""
+    phi = {canonical(w, model) for w, _ in model.family.state_words(model)}
+    return [w for w in words if len(w.split()) <= 2 or w in phi]
+
+
 class ZeroClosure(Closure):
     """Degrees M and M − 2 of the truncated hierarchy (words beyond the degree are 0)."""
 
@@ -171,7 +178,7 @@ class ZeroClosure(Closure):
             closed = closed_m if m == M else closed
         fine = runs[M]
         chosen = fine.words if observables == "all" else [canonical(w, model) for w in observables]
-        words = list(dict.fromkeys(chosen + [w for w in fine.words if len(w.split()) <= 2]))
+        words = list(dict.fromkeys(chosen + _short_and_phi_words(model, fine.words)))
         series = {w: fine.series(w) for w in words}
         message = fine.message
         if closed:
@@ -216,7 +223,7 @@ class ZeroClosure(Closure):
         fine, coarse, others = runs[M], runs.get(M - 2), []
         if coarse is not None:
             n = min(len(fine.t), len(coarse.t))
-            shared = {w: coarse.series(w)[:n] for w in coarse.words if len(w.split()) <= 2}
+            shared = {w: coarse.series(w)[:n] for w in _short_and_phi_words(problem.model, coarse.words)}
             others.append(np.full(len(fine.t), np.nan))
             others[0][:n] = theory_risk(problem, shared, means)
         return _risk_columns(fine.t, relative_risk_estimate(derived["risk"], others))[1]

@@ -256,3 +256,13 @@ def test_direct_and_symmetric_with_sigma_have_a_quadrature_closure(kind):
     assert quadrature.status in ("ok", "unverified", "partial") and len(quadrature.t) == len(matrix.t)
     gap = max(np.abs(quadrature.series[w] - matrix.series[w]).max() for w in quadrature.series)
     assert gap <= 3e-2
+
+
+def test_the_zero_closure_reports_the_words_its_risk_reads():
+    """With Σ, Φ reads the Σ-weighted words (degree 4); the zero closure reports them and its risk at t = 0 is the exact
+    2∫λ²(c₀ − cλ^b)² of the commuting case (`aligned_tied_average` at t = 0; measured 2.5476809, equal to 1e-12 —
+    before, those words were left out and the risk read them as 0)."""
+    result = solve_with_closure(_config(truncation={"degree": 9, "closure": "zero"}, integrate={"T": 0.2, "points": 5}))
+    assert "S1 Sigma S1 Sigma" in result.series
+    exact = aligned_tied_average([0.0], "risk", 1.0, 0.5, 1.2, 0.5)[0]
+    assert result.derived["risk"][0] == pytest.approx(exact, rel=1e-10)
