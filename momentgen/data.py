@@ -115,6 +115,10 @@ class DataCovariance:
         """Σ at dimension d."""
         return self.power(d, 1.0)
 
+    def letter(self, model, d):
+        """The letter matrix Σ of ``model`` at dimension d: `matrix`, or None when the model has no letter Σ."""
+        return self.matrix(d) if model.sigma else None
+
     def rule(self, n):
         """(nodes, weights) of the (n + 1)-point Gauss rule of Σ's law (a file's: of its eigenvalues' discrete
         measure): every moment of degree ≤ 2n + 1."""

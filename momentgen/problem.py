@@ -84,10 +84,9 @@ class Problem:
     def sigma_of(self, factors):
         """Σ at the dimension of ``factors`` (a d × d matrix), None for isotropic tokens: the reference's own Σ when the
         problem starts from given finite matrices, else an n × n matrix that follows Σ's law (the matrix model)."""
-        if not self.model.sigma:
-            return None
-        n = self.family.dimension(factors[0])
-        return self.data.matrix(n) if self.factors is not None else self.data.law_power(n, 1.0)
+        if self.factors is not None:
+            return self.config.sigma_of(factors)
+        return self.data.law_power(self.family.dimension(factors[0]), 1.0) if self.model.sigma else None
 
     @property
     def gamma(self):

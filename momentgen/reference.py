@@ -26,6 +26,7 @@ import sympy
 
 from . import models
 from .codegen import compile_pointwise
+from .data import ISOTROPIC
 from .errors import MomentgenError
 from .flow import run as run_flow
 from .matrices import initial_factors, letter_matrices, matrix_bytes, trace_moments
@@ -153,11 +154,6 @@ def _word_codes(model, words):
     return texts, [parse(w, model) for w in texts]
 
 
-def _sigma(model, data, d):
-    """Σ at dimension d as a matrix for the letter Σ (None for isotropic tokens)."""
-    return None if not model.sigma else data.matrix(d)
-
-
 class SGDRun:
     """One online-SGD run: the factors (the kind's layout), the token stream and the update rule.
 
@@ -165,7 +161,7 @@ class SGDRun:
     as they were) when the step met a non-finite number.
     """
 
-    def __init__(self, model, loss, C, factors, lr, batch, gamma, rng, gradient=None, data=None):
+    def __init__(self, model, loss, C, factors, lr, batch, gamma, rng, gradient=None, data=ISOTROPIC):
         self.model, self.family, self.L, self.data = model, model.family, loss.L, data
         self.factors = [tuple(np.array(f) for f in x) if isinstance(x, tuple) else np.array(x) for x in factors]
         self.d = self.family.dimension(self.factors[0]) if self.factors else 0
@@ -179,7 +175,7 @@ class SGDRun:
     def covariance(self):
         """(Σ as the `Batch` reads it, Σ^{1/2}) at the run's d — the diagonals (d,) of a diagonal Σ, else d × d
         matrices; (None, None) for isotropic tokens."""
-        if self.data is None or self.data.isotropic:
+        if self.data.isotropic:
             return None, None
         if self._covariance is None or self._covariance[0] != self.d:
             values, basis = self.data.eigenvalues(self.d), self.data.basis(self.d)
@@ -205,7 +201,7 @@ class SGDRun:
         return True
 
     def means(self):
-        return self.family.means(self.factors, _sigma(self.model, self.data, self.d))
+        return self.family.means(self.factors, self.data.letter(self.model, self.d))
 
 
 class _StepRates:
@@ -231,7 +227,7 @@ class RiskProbe:
     returns (mean, standard error) over ``samples`` samples, drawn in batches of at most 512.
     """
 
-    def __init__(self, model, loss, C, rng, samples, chunk=512, data=None):
+    def __init__(self, model, loss, C, rng, samples, chunk=512, data=ISOTROPIC):
         self.model, self.samples, self.chunk = model, int(samples), chunk
         self.value = loss_value(loss)
         self.sampler = SGDRun(model, loss, C, [], 0.0, 1, 0.0, rng, gradient=self._record, data=data)
@@ -302,7 +298,7 @@ def sgd(
     horizon=None,
     risk_samples=0,
     spectra=None,
-    data=None,
+    data=ISOTROPIC,
 ):
     """Run online SGD and measure ``words`` at the theory ``times``.
 
@@ -338,7 +334,7 @@ def sgd(
         Also record the eigenvalues of each symmetric product of letters (`momentgen.spectra`) at
         each time: ``info["spectra"][name]``, a list of arrays.
     data : momentgen.data.DataCovariance, optional
-        The tokens' covariance Σ (MATH.md §10; None: isotropic); aligned inits are c Σ^b of it.
+        The tokens' covariance Σ (MATH.md §10; default isotropic); aligned inits are c Σ^b of it.
 
     A step that meets a non-finite number stops the run: ``info["status"] = "diverged"`` and
     ``info["message"]`` says at which step and time; the result holds the times reached.
@@ -346,7 +342,7 @@ def sgd(
     texts, codes = _word_codes(model, words)
     if factors is None:
         factors = initial_factors(model, inits, d, seed, data)
-    sigma = _sigma(model, data, d)
+    sigma = data.letter(model, d)
     token_seed, risk_seed = np.random.SeedSequence(seed).spawn(3)[1:]
     run = SGDRun(model, loss, C, factors, lr, batch, gamma, np.random.default_rng(token_seed), data=data)
     probe = (
@@ -411,14 +407,14 @@ def sgd(
     )
 
 
-def mean_increments(model, loss, factors, *, lr, batch, words, steps, gamma=0.0, C=None, seed=0, data=None):
+def mean_increments(model, loss, factors, *, lr, batch, words, steps, gamma=0.0, C=None, seed=0, data=ISOTROPIC):
     """The mean one-step change of each word's normalised trace, per unit of the kind's time axis,
     over ``steps`` independent SGD steps from the same ``factors`` (fresh minibatches, ``seed``; tokens of
     covariance Σ of ``data``); returns (mean, standard error), arrays over ``words``. Uses only the loss and the
     sampler: the independent side of the drift check of `momentgen.verification`."""
     texts, codes = _word_codes(model, words)
     run = SGDRun(model, loss, C, factors, lr, batch, gamma, np.random.default_rng(seed), data=data)
-    sigma = _sigma(model, data, run.d)
+    sigma = data.letter(model, run.d)
     start, base = run.factors, trace_moments(codes, letter_matrices(model.kind, factors, sigma))
     per_time = model.family.steps_per_time(run.d, lr)
     increments = np.empty((steps, len(codes)))
@@ -430,7 +426,7 @@ def mean_increments(model, loss, factors, *, lr, batch, words, steps, gamma=0.0,
     return increments.mean(0), increments.std(0, ddof=1) / np.sqrt(steps)
 
 
-def matrix_flow(model, factors, source, *, times, words, rtol=1e-9, atol=1e-11, data=None):
+def matrix_flow(model, factors, source, *, times, words, rtol=1e-9, atol=1e-11, data=ISOTROPIC):
     """Integrate the population gradient flow of finite-d factors; measure ``words`` at ``times``
     (on the kind's axis, ``model.time_scale``: tied t = 4nη/d, others τ = nη/d).
 
@@ -451,7 +447,7 @@ def matrix_flow(model, factors, source, *, times, words, rtol=1e-9, atol=1e-11, 
         texts=texts,
         rtol=rtol,
         atol=atol,
-        sigma=_sigma(model, data, d),
+        sigma=data.letter(model, d),
     )
     return SimulationResult(
         run.t, run.series, d, info={"nfev": run.info["nfev"], "status": run.status, "message": run.message}

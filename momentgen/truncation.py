@@ -360,8 +360,7 @@ def from_config(config, degree=None, program=None, initial=None, potential=None)
     if initial is not None:
         y0 = np.asarray(initial, dtype=float)
     elif factors is not None:
-        sigma = config.data().matrix(model.family.dimension(factors[0])) if model.sigma else None
-        y0 = empirical_moments(model, factors, program.word_codes, sigma)
+        y0 = empirical_moments(model, factors, program.word_codes, config.sigma_of(factors))
     else:
         y0 = exact_moments(model, config.inits(), program.word_codes, config.data())
     gamma = config.section("model")["gamma"]

@@ -263,7 +263,7 @@ def _drift(config, start, dims, kappa, curve_kappa, plan, say):
         factors = start.factors(d, 0)
         if not model.family.centred:  # at t = 0 the mean is not slaved: the state after the fast phase
             factors = _after_fast_phase(config, factors, program, potential)
-        sigma = config.data().matrix(d) if model.sigma else None
+        sigma = config.sigma_of(factors)
         states[d] = (empirical_moments(model, factors, program.word_codes, sigma), model.family.means(factors, sigma))
         theory = Truncation(program, potential, gamma, means=states[d][1], kappa=curve_kappa).rhs(0.0, states[d][0])
         mean, se = mean_increments(
@@ -323,7 +323,7 @@ def _after_fast_phase(config, factors, program, potential):
     from .models.untied import shift_to_mean  # noqa: PLC0415 - the one kind with a mean
 
     model, gamma = config.model, config.section("model")["gamma"]
-    sigma = config.data().matrix(model.family.dimension(factors[0])) if model.sigma else None
+    sigma = config.sigma_of(factors)
     for _ in range(3):  # the shift moves the even words by O(m²/d): m*(q) of the shifted state, again
         truncation = Truncation(program, potential, gamma, means=model.family.means(factors, sigma))
         m_star = truncation.slaved_mean(empirical_moments(model, factors, program.word_codes, sigma))

@@ -171,7 +171,7 @@ class Config:
             return None
         factors = self.start_factors()
         if factors is not None:
-            return means(self.model, factors, self._sigma_at(factors))
+            return means(self.model, factors, self.sigma_of(factors))
         return np.array([spec.configured_mean for _, spec in sorted(self.inits().items())])
 
     def schedules(self):
@@ -225,7 +225,7 @@ class Config:
                 else initial_factors(self.model, self.inits(), d, self.raw["sgd"]["seeds"][0], self.data())
             )
             if factors is not None and not self.model.family.centred:
-                _check_file_means(self.inits(), means(self.model, factors, self._sigma_at(factors)))
+                _check_file_means(self.inits(), means(self.model, factors, self.sigma_of(factors)))
             object.__setattr__(self, "_start", factors)
         return self.__dict__["_start"]
 
@@ -243,9 +243,9 @@ class Config:
             object.__setattr__(self, "_data", data)
         return self.__dict__["_data"]
 
-    def _sigma_at(self, factors):
-        """Σ at the dimension of ``factors`` (None for isotropic tokens)."""
-        return self.data().matrix(self.model.family.dimension(factors[0])) if self.model.sigma else None
+    def sigma_of(self, factors):
+        """The letter Σ at the dimension of finite ``factors`` (None for isotropic tokens)."""
+        return self.data().letter(self.model, self.model.family.dimension(factors[0]))
 
     def input_paths(self):
         """The files this configuration reads: its own source and every from-file init's path (an output

@@ -143,11 +143,9 @@ def _check_data(raw, where):
             f'{where}[init.{aligned[0]}] kind = "aligned" is S = c Σ^b for a data covariance Σ: set [data] covariance '
             '(with isotropic data use kind = "identity")'
         )
-    if aligned and models.get(kind).centred is False:
-        raise ConfigError(
-            f'{where}[init.{aligned[0]}] kind = "aligned" for the {kind} model: M = c Σ^b has the mean '
-            "Tr(Σ M)/√d = O(√d), not O(1); use a gaussian init (with `mean`) for a teacher of this kind"
-        )
+    refused = models.get(kind).aligned_refused
+    if aligned and refused:
+        raise ConfigError(f'{where}[init.{aligned[0]}] kind = "aligned" for the {kind} model: {refused}')
 
 
 def _check_matrix_model_size(raw, where):

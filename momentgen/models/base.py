@@ -37,6 +37,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..errors import ModelError
+from ..representation import gram_component
 
 #: The name of the data-covariance letter Σ in words (one letter for every index: the data are shared).
 SIGMA = "Sigma"
@@ -165,6 +166,7 @@ class ModelKind:
     closed = False
     families = ()
     positive_letters = False  # letters are PSD (an identity init needs c ≥ 0)
+    aligned_refused = None  # why an ``aligned`` init (c Σ^b, `aligned_factor`) does not fit this kind, if it does not
     state_names = {}  # the potential's keyword names of the order parameters → their roles ("Q1", "Q2", "m")
     weight_decay_factor = None
     file_arrays = ()  # the arrays an .npz holds for one index: alternatives (tuples of names), preferred first
@@ -387,8 +389,12 @@ class ModelKind:
         """A graded `momentgen.representation.Component` of index k's letters at d = ∞ from a
         Gaussian ``spec`` (identity letters are scalars, handled by the caller);
         ``exact_oracle(words)`` gives the index's own exact moments, ``generators`` the letter codes
-        that span the space (the others ride along as passengers)."""
-        raise ModelError(f"the {self.name} model has no quadrature representation")
+        that span the space (the others ride along as passengers). Default: Gram–Schmidt on those moments (letters
+        that are not normal, e.g. untied M or direct S, have no Jacobi matrix); kinds with one override it."""
+        codes = self.letter_codes(k)
+        generators = codes if generators is None else [c for c in codes if c in generators]
+        passengers = [c for c in codes if c not in generators]
+        return gram_component(generators, self.transpose_table(k), exact_oracle, n, tol, passengers)
 
     def spectral_law(self, k, spec):
         """The d = ∞ spectral law (`momentgen.edge.SpectralLaw`) of index k's one letter under a Gaussian

@@ -13,7 +13,6 @@ not close, so neither does the hierarchy.
 import numpy as np
 
 from ..errors import ModelError
-from ..representation import gram_component
 from .base import Family, ModelKind, Rule, sandwich, sigma_letter, token_mix, token_pairs
 
 __all__ = ["DIRECT", "Direct"]
@@ -137,13 +136,6 @@ class Direct(ModelKind):
         return {("S", k): (spec.scale**2, 1.0, False)}
 
     # ---- quadrature states (a hierarchy with the letter Σ does not close) -----------------------------
-    def representation_component(self, k, spec, n, exact_oracle, generators, tol):
-        """Gram–Schmidt on the index's own exact moments (S is not normal: no Jacobi matrix)."""
-        codes = self.letter_codes(k)
-        generators = codes if generators is None else [c for c in codes if c in generators]
-        passengers = [c for c in codes if c not in generators]
-        return gram_component(generators, self.transpose_table(k), exact_oracle, n, tol, passengers)
-
     def factor_parts(self, letters, tol, roots=None):
         return list(letters[0::2])  # S_k (its transpose is S_kᵀ)
 

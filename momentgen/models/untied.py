@@ -18,7 +18,6 @@ inserted letter (M ↦ Σ B, A Σ), the a⁽ʳ⁾ rules insert Σ M_l Σ, and β
 import numpy as np
 
 from ..errors import InfeasibleState, ModelError
-from ..representation import gram_component
 from .base import Family, ModelKind, Rule, psd_root, sandwich, sigma_letter, token_mix, token_pairs
 
 __all__ = ["UNTIED", "Untied", "shift_to_mean"]
@@ -40,6 +39,10 @@ class Untied(ModelKind):
     file_arrays = (("U", "V"),)
 
     positive_letters = True
+    aligned_refused = (
+        "M = c Σ^b has the mean Tr(Σ M)/√d = O(√d), not O(1); use a gaussian init (with `mean`) for a teacher of "
+        "this kind"
+    )
     state_names = {"m": ("m",), "q1": ("Q1",), "q2": ("Q2",)}
     # SGD noise: ΔU_k = −η h V_k, ΔV_k = −η hᵀ U_k (the slow phase's τ = nη/d: scale 1), so
     # ΔM = −η(h B + A h) + η² h Mᵀ h,  ΔA = −η(h Mᵀ + M hᵀ) + η² h B hᵀ,  ΔB = −η(hᵀM + Mᵀh) + η² hᵀ A h.
@@ -284,12 +287,6 @@ class Untied(ModelKind):
             for c in self.letter_codes(k)
             if k in model.trainable or self.letter_kinds[c % 4] in ("M", "M^T")
         ]
-
-    def representation_component(self, k, spec, n, exact_oracle, generators, tol):
-        codes = self.letter_codes(k)
-        generators = codes if generators is None else [c for c in codes if c in generators]
-        passengers = [c for c in codes if c not in generators]
-        return gram_component(generators, self.transpose_table(k), exact_oracle, n, tol, passengers)
 
     def factor_parts(self, letters, tol, roots=None):
         """(U, V) with [[A, M], [Mᵀ, B]] = [U; V][U; V]ᵀ: the compressed block is PSD like the true one.
