@@ -12,6 +12,7 @@ import sympy
 from momentgen.errors import PotentialError, UnsupportedLoss
 from momentgen.losses import builtin, parse_expression
 from momentgen.potential import Potential
+from momentgen.reference import loss_gradient
 
 Q = np.array([[1.0, 0.3], [0.3, 2.0]])
 STATES = {
@@ -285,3 +286,55 @@ def gaussian_samples_from(potential, q, z):
     of Σ (unique, so a smooth function of q: common random numbers for the differences)."""
     w, V = np.linalg.eigh(potential._pairs.covariance(q, q))
     return z @ ((V * np.sqrt(np.clip(w, 0, None))) @ V.T)
+
+
+NOISE_CASES = {  # loss, token covariance C, state: chosen to reach each branch of `potential.noise`
+    "softmax rows (Mehler across rows)": (builtin("softmax-mse", L=2, K=2), None, {"q": Q}),
+    "correlated tokens (ρ = 0.81: 30 orders)": (builtin("softmax-mse", L=2, K=2), [[1.0, 0.9], [0.9, 1.0]], {"q": Q}),
+    "nearly equal tokens (ρ = 0.98: joint rule)": (
+        builtin("softmax-mse", L=2, K=2),
+        [[1.0, 0.99], [0.99, 1.0]],
+        {"q": Q},
+    ),
+    "three rows, 4-dim groups": (builtin("softmax-mse", L=3, K=2), None, {"q": Q}),
+    "four heads (shared directions)": (
+        builtin("multihead-softmax-mse", L=2, K=4, student=[1, 2], teacher=[3, 4]),
+        None,
+        {"q": 0.5 * np.eye(4) + 0.3 * np.ones((4, 4))},
+    ),
+    "untied, with a mean": (
+        builtin("softmax-mse", L=2, K=2),
+        None,
+        {"m": np.array([0.5, -0.3]), "q1": Q, "q2": 0.5 * Q},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", NOISE_CASES)
+def test_noise_second_moments_agree_with_monte_carlo(case):
+    """N1, N2 (the contractions of E[∇ℓ∇ℓᵀ], from pairs of additive groups: Mehler's series across
+    groups, shared directions on one rule) vs 2·10⁶ samples of the full Gaussian law through the SGD
+    reference's own gradient kernel (`reference.loss_gradient`): within 4 standard errors (batch means)
+    plus the rule's target 1e-3 of the largest entry; and the reported accuracy is above the distance to a
+    rule 8 levels finer. Measured: at most 1.5 SE (relative 5e-4) over the six cases; reported accuracy
+    4e-4–9e-4 against true 4e-6–1.5e-4."""
+    loss, C, state = NOISE_CASES[case]
+    kind = "untied" if "m" in state else "tied"
+    potential = Potential(loss, kind, C=None if C is None else np.array(C), rtol=1e-8)
+    raw = (None, state["q"], state["q"]) if kind == "tied" else (state["m"], state["q1"], state["q2"])
+    N1, N2 = potential.noise_at(raw[1], raw[2], raw[0])
+    gradient, rng = loss_gradient(loss), np.random.default_rng(11)
+    batches = []
+    for _ in range(40):
+        c = gradient(gaussian_samples(potential, state, 50_000, rng)).reshape(50_000, -1)
+        batches.append(np.concatenate([x.ravel() for x in potential._pairs.contract_noise(c.T @ c / len(c), loss.K)]))
+    batches = np.array(batches)
+    mean, se = batches.mean(axis=0), batches.std(axis=0, ddof=1) / np.sqrt(len(batches))
+    rule = np.concatenate([N1.ravel(), N2.ravel()])
+    assert np.all(np.abs(mean - rule) <= 4 * se + 1e-3 * np.abs(rule).max()), (mean - rule) / se
+    noise, backend = potential._backend.noise, potential._backend
+    assert noise.accuracy <= 1e-3
+    mean, (F,) = backend._factors(*potential._law(*raw), bases=[backend._noise_basis])
+    finer = noise._outer(mean, F, noise._bases(F), noise.level + 8)[0]
+    outer = backend.gradient_outer(*potential._law(*raw))
+    assert np.abs(outer - finer).max() <= noise.accuracy * np.abs(finer).max()  # the estimate is not an understatement

@@ -37,7 +37,8 @@ Two ways to compute them, chosen by `Potential` (``method="auto"``):
 
 The package: this module holds the interface (`Potential`, its values and derivatives, the m* Newton solver);
 `geometry` the covariance factor of the pre-activations, `quadrature` the calibrated Gaussian rules and the
-loss's additive groups, `wick` the exact path for polynomial losses.
+loss's additive groups, `noise` the SGD-noise moments E[∇ℓ∇ℓᵀ] on pairs of groups, `wick` the exact path
+for polynomial losses.
 """
 
 import contextlib
@@ -167,8 +168,8 @@ class Potential:
             "states_checked": len(backend.verified),
             "met_rtol": not self.missed_rtol and backend.accuracy <= self.rtol,
         }
-        if getattr(backend, "_noise_level", None) is not None:
-            report["noise"] = {"level": backend._noise_level, "accuracy": float(backend.noise_accuracy)}
+        if backend.noise is not None and backend.noise.level is not None:
+            report["noise"] = {"level": backend.noise.level, "accuracy": float(backend.noise.accuracy)}
         return report
 
     def second_derivatives(self, **state):
@@ -193,8 +194,8 @@ class Potential:
         """(N1, N2), each (K, K): the SGD-noise contractions of the finite-learning-rate term,
         ``N1_kl = Σ_{ij,i'j'} C_ii'C_jj' E[c_ijk c_i'j'l]`` and ``N2_kl = Σ C_ij'C_ji' E[c_ijk c_i'j'l]``
         with ``c = ∂ℓ/∂G`` (second moments, not covariances: docs/FINITE_LR.md). Exact path:
-        Wick; quadrature path: a rule over every direction ℓ depends on, calibrated to ``rtol`` at
-        the first state it meets and then fixed."""
+        Wick; quadrature path: pairs of the loss's additive groups (`noise`), the rule calibrated to
+        max(``rtol``, 1e-3) at the first state it meets and then fixed."""
         m, Q1, Q2 = self._law(m, Q1, Q2)
         outer = self._backend.gradient_outer(m, Q1, Q2)
         N1, N2 = self._pairs.contract_noise(outer, self.K)

@@ -12,6 +12,7 @@ import sympy
 from ..codegen import compile_weighted_sum
 from ..errors import NonFinitePotential, UnsupportedLoss
 from .geometry import _psd_root
+from .noise import NoiseMoments
 from .values import PotentialValue
 
 _TENSOR_MAX_DIM = 4
@@ -19,12 +20,6 @@ _TRUNCATION = 10.0  # the trapezoidal rule covers [-10, 10]: Gaussian mass outsi
 _MAX_POINTS = 400_000
 _MAX_LEVEL = 200
 _DIVERGED = 1e-3  # a rule still changing this much at its finest level: Φ is (probably) infinite
-# The noise second moments E[∇ℓ∇ℓᵀ] of the finite-learning-rate term: relative accuracy 1e-3. The term
-# is the first order of an expansion in κ whose next order is O(κ) relative to it (5e-2 at κ = 0.05),
-# so its coefficients need no more. The whole loss is one integral over every direction it depends on
-# (e.g. 4 for softmax-mse at L = K = 2), on [−6, 6] (Gaussian mass outside 2e-9 ≪ 1e-3).
-_NOISE_RTOL = 1e-3
-_NOISE_TRUNCATION = 6.0
 
 
 class _Quadrature:
@@ -62,6 +57,7 @@ class _Quadrature:
         self.verified = []  # signatures of the states where the level was checked
         self.pending = []  # far states met while frozen: (signature, mean, factors)
         self.accuracy = 0.0  # largest relative change level − 1 → level seen at a checked state
+        self.noise = None  # `NoiseMoments`, made on the first finite-learning-rate call
 
     def _feature_basis(self, group):
         """Orthonormal basis (p, f) of the directions a term depends on: the span of its ∇ at random points."""
@@ -128,58 +124,22 @@ class _Quadrature:
         return self._jet
 
     # ---- the noise second moments E[∇ℓ ∇ℓᵀ] (finite learning rate) ------------------------------
-    def _noise_kernel(self):
-        """Kernel of the upper triangle of ∇ℓ ∇ℓᵀ for the whole loss (not additive over the term
-        groups: one group over the union of their directions); compiled on first use."""
-        if getattr(self, "_outer", None) is None:
-            v = self.potential.loss.variables
-
-            def outputs():
-                grad = [sympy.diff(self.potential.loss.expr, x) for x in v]
-                return [[grad[a] * grad[b] for a in range(self.p) for b in range(a, self.p)]]
-
-            self._outer = compile_weighted_sum(outputs, v, key="gradient-outer|" + self._key)
+    def gradient_outer(self, m, Q1, Q2):
+        """E[∇ℓ ∇ℓᵀ] (p, p) at a state (`noise.NoiseMoments`: pairs of additive groups, level fixed at the
+        first call)."""
+        if self.noise is None:
             stacked = np.hstack(self.features)
             basis, s, _ = np.linalg.svd(stacked, full_matrices=False)
             self._noise_basis = basis[:, s > 1e-9 * s[0]] if s.size and s[0] > 0 else basis[:, :0]
-            self._noise_level = None
-        return self._outer
-
-    def _outer_moments(self, mean, F, level):
-        z, w = _rule(F.shape[1], level, _NOISE_TRUNCATION)
-        upper = self._outer(mean + z @ F.T, w, 0)
-        out = np.zeros((self.p, self.p))
-        out[self.upper] = upper
-        return out + np.triu(out, 1).T
-
-    def gradient_outer(self, m, Q1, Q2):
-        """E[∇ℓ ∇ℓᵀ] (p, p) at a state; the level is calibrated to rtol at the first call, then fixed."""
-        self._noise_kernel()
-        mean, factors = self._factors(m, Q1, Q2, bases=[self._noise_basis])
-        F = factors[0]
-        if self._noise_level is None:
-            self._noise_level = self._calibrate_outer(mean, F)
-        return self._outer_moments(mean, F, self._noise_level)
-
-    def _calibrate_outer(self, mean, F):
-        """Lowest level ≥ 3 whose E[∇ℓ∇ℓᵀ] changes by < `_NOISE_RTOL` (relative to its largest entry)
-        from the level below; the change is kept as the noise rule's accuracy."""
-        target = max(self.potential.rtol, _NOISE_RTOL)
-        previous = self._outer_moments(mean, F, 2)
-        for level in range(3, _MAX_LEVEL + 1):
-            current = self._outer_moments(mean, F, level)
-            self.noise_accuracy = np.abs(current - previous).max() / max(np.abs(current).max(), 1e-300)
-            if self.noise_accuracy <= target:
-                return level
-            if len(_rule(F.shape[1], level + 1, _NOISE_TRUNCATION)[1]) > _MAX_POINTS:
-                break
-            previous = current
-        warnings.warn(
-            f"the noise second moments of loss {self.potential.loss.name!r} stopped at quadrature level {level} "
-            f"(relative change {self.noise_accuracy:.2g}) short of {target:g}",
-            stacklevel=4,
-        )
-        return level
+            self.noise = NoiseMoments(
+                self.potential.loss,
+                self.groups,
+                self.features,
+                _rule,
+                self.potential.rtol,
+            )
+        mean, (F,) = self._factors(m, Q1, Q2, bases=[self._noise_basis])
+        return self.noise.outer(mean, F)
 
     def second(self, m, Q1, Q2):
         mean, factors = self._factors(m, Q1, Q2)
