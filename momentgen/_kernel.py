@@ -5,11 +5,10 @@ data, so its size never changes the compile time.
 
 Layout (`segment_rows`): the terms of a row are grouped into *segments* of one coefficient
 symbol, so the inner loop is a plain weighted gather ``Σ w_j y[target_j]`` (12 bytes a term,
-as a CSR mat-vec) and each segment's sum is scaled by its coefficient once. Two accumulators
-break the add-latency chain. Measured at 58 218 words (455 721 terms, 3 symbols;
-``python benchmarks/bench_truncation.py``, median of 25 interleaved pairs): 1.22–1.37× a scipy
-CSR mat-vec of equal nnz, against 1.54–1.96× for the previous layout (a symbol and a weight
-per term) in the same runs.
+as a CSR mat-vec) and each segment's sum is scaled by its coefficient once. The quadratic
+terms of the finite-learning-rate term (`segment_pairs`) are the same gather over the products of
+distinct pairs of moments, each product formed once. `benchmarks/bench_truncation.py` compares the
+kernel with a scipy CSR mat-vec of equal nnz.
 """
 
 from typing import NamedTuple
@@ -17,7 +16,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-__all__ = ["apply_program", "segment_rows", "symbol_type", "Segments", "NO_NOISE"]
+__all__ = ["apply_program", "segment_rows", "segment_pairs", "symbol_type", "Segments", "PairSegments", "NO_NOISE"]
 
 
 class Segments(NamedTuple):
@@ -64,47 +63,73 @@ def segment_rows(indptr, symbol, target, weight):
     )
 
 
-@numba.njit(cache=True, nogil=True)
-def apply_program(row_segment, segment_start, segment_symbol, target, weight, noise, coefficients, y, out):
-    """``out[i] = Σ_{segments g of row i} c[symbol[g]] · Σ_{j in g} weight[j] · y[target[j]]``
-    ``+ Σ_{j in noise row i} c[noise_symbol[j]] · noise_weight[j] · y[left[j]] · y[right[j]]``.
+class PairSegments(NamedTuple):
+    """A program's quadratic terms as linear terms over the distinct *pairs* of moments they multiply.
 
-    The first five arguments are a `Segments`. ``noise`` = (noise_indptr, noise_symbol, left,
-    right, noise_weight): the quadratic terms of the finite-learning-rate term (an index −1 is the
-    empty word, whose moment is 1); `NO_NOISE` (a one-entry row pointer) when the program has none.
+    ``left[k]``, ``right[k]``: the words of pair k (−1: the empty word, moment 1), each unordered pair
+    once; ``terms``: `Segments` whose targets index pairs. The finite-learning-rate terms of a word are the
+    products of two sub-words' moments, and the same pair recurs across words and coefficient symbols
+    (several times on average): each product is formed once per evaluation.
     """
-    noise_indptr, noise_symbol, left, right, noise_weight = noise
+
+    left: np.ndarray
+    right: np.ndarray
+    terms: Segments
+
+
+def segment_pairs(indptr, symbol, left, right, weight):
+    """`PairSegments` of CSR-ordered quadratic terms ``weight · c[symbol] · μ[left] · μ[right]``."""
+    low, high = np.minimum(left, right).astype(np.int64), np.maximum(left, right).astype(np.int64)
+    pairs, index = np.unique(np.stack([low, high], axis=1), axis=0, return_inverse=True)
+    pairs = pairs.reshape(-1, 2)
+    return PairSegments(
+        pairs[:, 0].astype(np.int32), pairs[:, 1].astype(np.int32), segment_rows(indptr, symbol, index.ravel(), weight)
+    )
+
+
+@numba.njit(cache=True, nogil=True)
+def _gather_rows(row_segment, segment_start, segment_symbol, target, weight, coefficients, values, out, add):
+    """``out[i] (+)= Σ_{segments g of row i} c[symbol[g]] · Σ_{j in g} weight[j] · values[target[j]]``."""
     for i in range(len(row_segment) - 1):
         total = 0.0
         for g in range(row_segment[i], row_segment[i + 1]):
             even, odd = 0.0, 0.0
             j, end = segment_start[g], segment_start[g + 1]
             while j + 1 < end:
-                even += weight[j] * y[target[j]]
-                odd += weight[j + 1] * y[target[j + 1]]
+                even += weight[j] * values[target[j]]
+                odd += weight[j + 1] * values[target[j + 1]]
                 j += 2
             if j < end:
-                even += weight[j] * y[target[j]]
+                even += weight[j] * values[target[j]]
             total += coefficients[segment_symbol[g]] * (even + odd)
-        out[i] = total
-    if len(noise_indptr) > 1:  # a second pass: a branch in the loop above costs ~15 % (measured)
-        for i in range(len(row_segment) - 1):
-            for j in range(noise_indptr[i], noise_indptr[i + 1]):
-                a, b = left[j], right[j]
-                out[i] += (
-                    coefficients[noise_symbol[j]]
-                    * noise_weight[j]
-                    * (1.0 if a < 0 else y[a])
-                    * (1.0 if b < 0 else y[b])
-                )
+        out[i] = out[i] + total if add else total
+
+
+@numba.njit(cache=True, nogil=True)
+def apply_program(row_segment, segment_start, segment_symbol, target, weight, noise, coefficients, y, out):
+    """``out[i] = Σ_{segments g of row i} c[symbol[g]] · Σ_{j in g} weight[j] · y[target[j]]``
+    ``+ Σ_{noise terms j of row i} c[symbol[j]] · weight[j] · y[left[pair_j]] · y[right[pair_j]]``.
+
+    The first five arguments are a `Segments`; ``noise`` a `PairSegments` (flattened: left, right, then its
+    `Segments`) of the quadratic terms of the finite-learning-rate term, `NO_NOISE` when the program has
+    none. Two accumulators per segment break the add-latency chain.
+    """
+    _gather_rows(row_segment, segment_start, segment_symbol, target, weight, coefficients, y, out, False)
+    left, right, (pair_row_segment, pair_start, pair_symbol, pair_target, pair_weight) = noise
+    if len(left):
+        products = np.empty(len(left))
+        for k in range(len(left)):
+            a, b = left[k], right[k]
+            products[k] = (1.0 if a < 0 else y[a]) * (1.0 if b < 0 else y[b])
+        _gather_rows(
+            pair_row_segment, pair_start, pair_symbol, pair_target, pair_weight, coefficients, products, out, True
+        )
     return out
 
 
 #: The ``noise`` argument of a program without quadratic terms.
-NO_NOISE = (
-    np.zeros(1, np.int64),
-    np.zeros(0, np.int16),
+NO_NOISE = PairSegments(
     np.zeros(0, np.int32),
     np.zeros(0, np.int32),
-    np.zeros(0, np.float64),
+    segment_rows(np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)),
 )

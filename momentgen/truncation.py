@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse
 
-from ._kernel import NO_NOISE, apply_program, segment_rows, symbol_type
+from ._kernel import apply_program, segment_pairs, segment_rows
 from .errors import STATE_ERRORS, PotentialError
 from .hierarchy import build
 from .initial import empirical_moments, exact_moments
@@ -96,17 +96,12 @@ class Truncation:
         self._terms = segment_rows(
             program.indptr, program.symbol, program.target, factors[program.symbol] * program.multiplicity
         )
-        noise_type = symbol_type(len(program.symbols) - 1)
-        self._noise = (
-            (
-                program.noise_indptr.astype(np.int64),
-                program.noise_symbol.astype(noise_type),
-                program.noise_left.astype(np.int32),
-                program.noise_right.astype(np.int32),
-                (factors[program.noise_symbol] * program.noise_multiplicity).astype(float),
-            )
-            if len(program.noise_symbol)
-            else NO_NOISE[:1] + (NO_NOISE[1].astype(noise_type),) + NO_NOISE[2:]
+        self._noise = segment_pairs(
+            program.noise_indptr,
+            program.noise_symbol,
+            program.noise_left,
+            program.noise_right,
+            factors[program.noise_symbol] * program.noise_multiplicity,
         )
         K = self.model.K
         pairs = [(k, l) for k in range(1, K + 1) for l in range(1, K + 1)]
@@ -213,13 +208,14 @@ class Truncation:
 
     def _noise_jacobian(self, c, y):
         """∂/∂y of the quadratic terms at fixed coefficients: c·w·(y_b e_a + y_a e_b)."""
-        n = len(y)
-        indptr, symbol, left, right, weight = self._noise
+        n, p = len(y), self.program
+        symbol, left, right = p.noise_symbol, p.noise_left, p.noise_right
         if len(symbol) == 0:
             return scipy.sparse.csr_matrix((n, n))
-        rows = np.repeat(np.arange(n), np.diff(indptr))
+        rows = np.repeat(np.arange(n), np.diff(p.noise_indptr))
         extended = np.append(y, 1.0)
-        scale = c[symbol] * weight
+        factors = np.array([s.factor for s in p.symbols])
+        scale = c[symbol] * factors[symbol] * p.noise_multiplicity
         parts = [(scale * extended[other], at) for at, other in ((left, right), (right, left))]
         data = np.concatenate([value[at >= 0] for value, at in parts])
         columns = np.concatenate([at[at >= 0] for _, at in parts])

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from momentgen._kernel import NO_NOISE, apply_program, segment_rows
+from momentgen._kernel import NO_NOISE, apply_program, segment_pairs, segment_rows
 
 
 def _random_program(rng, n, symbols, per_row):
@@ -16,16 +16,17 @@ def _random_program(rng, n, symbols, per_row):
 @pytest.mark.parametrize("symbols", [1, 3, 70_000])
 def test_kernel_matches_the_term_by_term_sum(symbols):
     """Rows of 0–9 terms (odd and even segment lengths, empty rows), 1, 3 or > 2¹⁶ symbols, and
-    quadratic noise terms with the empty word (index −1): equal to the direct sum to rounding."""
+    quadratic noise terms with the empty word (index −1), stored once per distinct pair: equal to the
+    direct sum to rounding."""
     rng = np.random.default_rng(symbols)
     n = 300
     indptr, symbol, target, weight = _random_program(rng, n, symbols, 10)
     c, y = rng.standard_normal(symbols), rng.standard_normal(n)
-    noise_indptr, noise_symbol, left, _ = _random_program(rng, n, symbols, 4)
-    right = rng.integers(-1, n, len(left))
-    left = np.where(rng.random(len(left)) < 0.2, -1, left)
+    noise_indptr, noise_symbol, _, _ = _random_program(rng, n, symbols, 4)
+    left, right = rng.integers(-1, 30, (2, len(noise_symbol)))  # a small pool: pairs recur, in both orders
     noise_weight = rng.standard_normal(len(left))
-    noise = (noise_indptr, noise_symbol.astype(np.uint32), left.astype(np.int32), right.astype(np.int32), noise_weight)
+    noise = segment_pairs(noise_indptr, noise_symbol, left, right, noise_weight)
+    assert len(noise.left) < len(noise_symbol)
     expected = np.zeros(n)
     extended = np.append(y, 1.0)  # index −1 reads the empty word's moment, 1
     rows = np.repeat(np.arange(n), np.diff(indptr))
