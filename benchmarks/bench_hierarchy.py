@@ -5,7 +5,8 @@ words per second, nnz, and the ratio to a baseline measured in the same run: the
 "textbook" derivation that writes each word as a sympy non-commutative product,
 substitutes every trainable letter by its derivative expression, expands, and
 canonicalises each resulting monomial. It also prints peak memory per term for growing
-degrees (memory should be linear in nnz).
+degrees (memory should be linear in nnz), and the size guard's `estimate` against the measured
+peak (tracemalloc) for every kind, with and without the finite-learning-rate term (budget: within 2×).
 
 Run: ``make bench`` (or ``python benchmarks/bench_hierarchy.py``).
 """
@@ -15,7 +16,7 @@ import tracemalloc
 import sympy
 from common import pick, timed
 
-from momentgen.hierarchy import Model, build, coefficient_symbols
+from momentgen.hierarchy import Model, build, coefficient_symbols, estimate
 from momentgen.words import canonical_codes, enumerate_words, parse
 
 BUDGET_S = 5.0
@@ -99,6 +100,25 @@ def main():
         total = program.nnz + len(program.dropped_symbol)
         print(
             f"  M={degree}: {total:8d} terms (incl. dropped), peak {peak / 2**20:7.1f} MiB, {peak / total:6.0f} B/term"
+        )
+
+    print("\nsize estimate vs measured peak (tracemalloc), every word:")
+    cases = [("tied", 2, d, n) for d in pick((16, 18, 20), (10,)) for n in (False, True)]
+    cases += pick(
+        [("untied", 2, 6, False), ("untied", 2, 5, True), ("direct", 2, 10, True), ("symmetric", 2, 12, True)],
+        [("untied", 2, 4, True), ("direct", 2, 6, True)],
+    )
+    for kind, K, degree, noise in cases:
+        model = Model(kind, K, [1])
+        predicted = estimate(model, degree, "all", noise=noise)["bytes"]
+        tracemalloc.start()
+        build(model, degree, "all", noise=noise, max_bytes=64 * 2**30)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        ratio = predicted / peak
+        print(
+            f"  {kind} K={K} M={degree}{' + finite-lr' if noise else ''}: estimate {predicted / 2**20:8.1f} MiB, "
+            f"peak {peak / 2**20:8.1f} MiB, ratio {ratio:4.2f} (budget 0.5-2: {'ok' if 0.5 <= ratio <= 2 else 'OVER'})"
         )
 
 

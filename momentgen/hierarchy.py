@@ -97,10 +97,11 @@ class _PairTerms:
         self.parts, self.count = [], 0
 
     def add(self, row_length, row_codes, symbols, pieces, mults):
+        """``pieces``: two (lengths, codes) pairs of arrays, one entry per term."""
         (w1, c1), (w2, c2) = pieces
         n = len(row_codes)
         self.count += n
-        self.parts.append((np.full(n, row_length), row_codes, symbols, np.full(n, w1), c1, np.full(n, w2), c2, mults))
+        self.parts.append((np.full(n, row_length), row_codes, symbols, w1, c1, w2, c2, mults))
 
     def arrays(self):
         if not self.parts:
@@ -268,39 +269,79 @@ def check_degree(degree, model):
     return int(degree)
 
 
-#: Measured memory of a derivation per term (state and dropped), bytes (tied K = 2, M = 14 … 20: 306–332).
-BYTES_PER_TERM = 330
+#: Peak memory of a derivation (tracemalloc), bytes: per stored linear or dropped term (before merging), per
+#: quadratic term (merged within its word), and per quadratic term of one `_NOISE_CHUNK` before merging (the
+#: transient pieces); fitted on tied, untied, direct and symmetric programs — `benchmarks/bench_hierarchy.py`
+#: prints the ratio of the estimate to the measured peak.
+BYTES_PER_TERM = 180
+BYTES_PER_PAIR = 230
+BYTES_PER_PIECE = 200
 MAX_BYTES = 8 * 2**30  # default cap of `build` (the machines have 24 GiB); raise with ``max_bytes``
 MAX_SCAN = 5e9  # candidate words `Alphabet.enumerate_packed` may scan for observables = "all"
+_SAMPLE = 256  # words of each length whose terms `estimate` counts
+_EXACT = 4096  # lengths with at most this many candidate words are enumerated, not sampled
+
+
+class _Rules:
+    """What a derivation applies: the coefficient symbols, the substitution rules by letter (with their
+    slots), the weight-decay slot, and with ``noise`` the kind's noise program and its slots."""
+
+    def __init__(self, model, noise):
+        rules = model.family.rules(model)
+        self.symbols, slots = coefficient_symbols(model, rules, noise)
+        self.gamma = len(self.symbols) - 1
+        self.noise = model.family.noise_program(model) if noise else None
+        self.noise_slot = _noise_slots(self.symbols, model.K)
+        self.by_letter = {}
+        for rule, slot in zip(rules, slots):
+            self.by_letter.setdefault(rule.letter, []).append((slot, rule.replacement))
 
 
 def estimate(model, degree, observables="all", noise=False):
-    """Upper bounds of what `build` would make, computed before anything is built.
+    """What `build` would make of every word of degree ≤ M, estimated before anything is built.
 
-    Returns ``{"words", "terms", "bytes", "scan"}``: canonical words of degree ≤ M (bracelet
-    counts ≤ necklaces/… ≈ a^w/(2w) for an alphabet of a letters — the demand-driven closure
-    reaches at most these), their terms (each trainable letter of a word has a fixed number of
-    substitution rules, plus weight decay; the trainable letters are a fraction of all; with
-    ``noise``, a quadratic term per pair of trainable positions and pair of their first-order
-    noise terms), the memory at `BYTES_PER_TERM`, and the candidates scanned to list every word
-    (``"all"``).
+    Returns ``{"words", "terms", "bytes", "scan"}``: the canonical words of each length (enumerated where
+    there are few candidates, else the bracelet count ≈ necklaces/2 ≈ a^w/(2w) for an alphabet of a
+    letters), the terms the derivation stores for them — counted by deriving a sample of `_SAMPLE` words
+    of each length (the linear and dropped terms, and with ``noise`` the quadratic terms merged within
+    each word, as `build` stores them) — the memory at `BYTES_PER_TERM`, and the candidates scanned to
+    list every word (``"all"``). With listed observables the demand-driven closure is usually far
+    smaller: the estimate then bounds it, and `build` counts as it goes.
     """
     degree = check_degree(degree, model)
     a = model.alphabet.size
-    rules = model.family.rules(model)
-    trainable_letters = int(model.is_trainable_letter().sum())
-    per_letter = len(rules) / max(trainable_letters, 1)
-    fraction = trainable_letters / a
-    first = max((len(v) for v in model.family.noise_first.values()), default=0) if noise else 0
-    second = max((len(v) for v in model.family.noise_second.values()), default=0) if noise else 0
-    words = terms = 0.0
+    rules, rng = _Rules(model, noise), np.random.default_rng(0)
+    words = linear = quadratic = chunk = 0.0
     for w in range(1, degree + 1):
-        count = _necklaces(a, w) / (2 if w > 2 else 1)
+        count, sample = _words_of_length(model.alphabet, w, rng)
+        per_word = _terms_per_word(model, rules, w, sample)
         words += count
-        positions = w * fraction
-        terms += count * (positions * per_letter + 1 + positions**2 / 2 * first**2 + positions * second)
+        linear += count * per_word[0]
+        quadratic += count * per_word[1]
+        chunk = max(chunk, min(count, _NOISE_CHUNK) * per_word[2])
     scan = float(a) ** degree if isinstance(observables, str) and observables == "all" else 0.0
-    return {"words": words, "terms": terms, "bytes": terms * BYTES_PER_TERM, "scan": scan}
+    size = linear * BYTES_PER_TERM + quadratic * BYTES_PER_PAIR + chunk * BYTES_PER_PIECE
+    return {"words": words, "terms": linear + quadratic, "bytes": size, "scan": scan}
+
+
+def _words_of_length(alphabet, w, rng):
+    """(number of canonical words of length ``w``, a sample of them): all of them where few, else the
+    bracelet count and the canonical forms of random words."""
+    if float(alphabet.size) ** w <= _EXACT:
+        codes = alphabet.enumerate_packed(w)
+        return float(len(codes)), codes[rng.permutation(len(codes))[:_SAMPLE]]
+    digits = rng.integers(0, alphabet.size, (_SAMPLE, w))
+    count = _necklaces(alphabet.size, w) / (2 if w > 2 else 1)
+    return count, np.unique(alphabet.canonicalize(alphabet.pack(digits), w))
+
+
+def _terms_per_word(model, rules, w, codes):
+    """Average numbers of terms per word of ``codes`` (length ``w``): linear and dropped as `build` stores
+    them, quadratic merged within the word, and quadratic before that merge."""
+    linear = sum(len(batch[0]) for batch in _derive_batch(model, rules.by_letter, rules.gamma, w, codes).values())
+    pieces = _noise_batch(model, rules.noise, rules.noise_slot, w, codes) if rules.noise else []
+    merged = len(_merged_pairs(pieces)[0]) if pieces else 0
+    return np.array([linear, merged, sum(len(t[0]) for t in pieces)]) / len(codes)
 
 
 def _necklaces(a, w):
@@ -359,14 +400,7 @@ def build(model, degree, observables=(), max_bytes=MAX_BYTES, noise=False):
     degree = check_degree(degree, model)
     check_size(model, degree, observables, max_bytes, noise)
     alphabet = model.alphabet
-    rules = model.family.rules(model)
-    symbols, slots = coefficient_symbols(model, rules, noise)
-    gamma = len(symbols) - 1
-    noise_program = model.family.noise_program(model) if noise else None
-    noise_slot = _noise_slots(symbols, model.K)
-    rules_by_letter = {}
-    for rule, slot in zip(rules, slots):
-        rules_by_letter.setdefault(rule.letter, []).append((slot, rule.replacement))
+    rules = _Rules(model, noise)
 
     known = {}  # length -> sorted unique packed codes of state words
     origin = {}  # length -> list of (codes, parent length, parent codes, via symbol, reason ids)
@@ -383,38 +417,77 @@ def build(model, degree, observables=(), max_bytes=MAX_BYTES, noise=False):
     while frontier:
         discovered = {}
         for w, codes in sorted(frontier.items()):
-            _check_budget(model, degree, observables, max_bytes, known, terms.count + dropped.count + pairs.count)
-            for length, (rows, syms, targets, mults) in _derive_batch(model, rules_by_letter, gamma, w, codes).items():
+            _check_budget(model, degree, observables, max_bytes, known, terms.count + dropped.count, pairs.count)
+            for length, (rows, syms, targets, mults) in _derive_batch(
+                model, rules.by_letter, rules.gamma, w, codes
+            ).items():
                 targets = alphabet.canonicalize(targets, length)
                 sink = terms if length <= degree else dropped
                 sink.add(w, codes[rows], syms, length, targets, mults)
                 if length <= degree:
                     _discover(known, origin, discovered, length, targets, w, codes[rows], syms)
             if noise:
-                found = {}  # length -> [(targets, parent codes, symbols)]: one discovery per length
-                for rows, syms, pieces, mults in _noise_batch(model, noise_program, noise_slot, w, codes):
-                    pairs.add(w, codes[rows], syms, pieces, mults)
-                    for length, targets in pieces:
-                        if length:
-                            found.setdefault(length, []).append((targets, codes[rows], syms))
-                for length, parts in found.items():
-                    targets, parents, syms = (np.concatenate(c) for c in zip(*parts))
-                    _discover(known, origin, discovered, length, targets, w, parents, syms)
+                for chunk in np.array_split(codes, -(-len(codes) // _NOISE_CHUNK)):  # bounded transient memory
+                    _derive_noise(model, rules, w, chunk, pairs, known, origin, discovered)
         frontier = {w: np.concatenate(parts) for w, parts in discovered.items()}
-    return Program._from_derivation(model, degree, symbols, known, origin, reasons, terms, dropped, pairs)
+    return Program._from_derivation(model, degree, rules.symbols, known, origin, reasons, terms, dropped, pairs)
 
 
-def _check_budget(model, degree, observables, max_bytes, known, count):
-    """Stop a demand-driven build whose terms so far (at `BYTES_PER_TERM`) passed ``max_bytes``."""
-    if count * BYTES_PER_TERM <= max_bytes:
+_NOISE_CHUNK = 1024  # words per `_noise_batch` call: its pieces take ~w² letters a word before canonicalisation
+
+
+def _derive_noise(model, rules, w, codes, pairs, known, origin, discovered):
+    """Add the finite-learning-rate terms of the words ``codes`` (length ``w``) to ``pairs`` and discover
+    the words their pieces need."""
+    rows, syms, (w1, c1), (w2, c2), mults = _merged_pairs(_noise_batch(model, rules.noise, rules.noise_slot, w, codes))
+    pairs.add(w, codes[rows], syms, [(w1, c1), (w2, c2)], mults)
+    found = {}  # length -> [(targets, parent codes, symbols)]: one discovery per length
+    for lengths, targets in ((w1, c1), (w2, c2)):
+        for length in np.unique(lengths[lengths > 0]):
+            at = lengths == length
+            found.setdefault(int(length), []).append((targets[at], codes[rows[at]], syms[at]))
+    for length, parts in found.items():
+        targets, parents, syms = (np.concatenate(c) for c in zip(*parts))
+        _discover(known, origin, discovered, length, targets, w, parents, syms)
+
+
+def _merged_pairs(terms):
+    """The terms of `_noise_batch` as flat arrays (rows, symbols, (lengths, codes) twice, mults) with equal
+    (row, symbol, unordered pair of pieces) merged: the rotations and orientations of a word give each
+    term several times, and merging early keeps the stored terms at what the program keeps."""
+    if not terms:
+        i, u = np.zeros(0, np.int64), np.zeros(0, np.uint64)
+        return i, i, (i, u), (i, u), i
+    rows, syms, mults = (np.concatenate([t[j] for t in terms]) for j in (0, 1, 3))
+    w1, w2 = (np.concatenate([np.full(len(t[0]), t[2][j][0], np.uint64) for t in terms]) for j in (0, 1))
+    c1, c2 = (np.concatenate([t[2][j][1] for t in terms]) for j in (0, 1))
+    swap = (w1 > w2) | ((w1 == w2) & (c1 > c2))  # one order of each unordered pair
+    w1, w2, c1, c2 = np.where(swap, w2, w1), np.where(swap, w1, w2), np.where(swap, c2, c1), np.where(swap, c1, c2)
+    # one key word: rows < 2³² (a chunk), symbols < 2¹⁶, lengths < 2⁸
+    head = (rows.astype(np.uint64) << 32) | (syms.astype(np.uint64) << 16) | (w1 << 8) | w2
+    order = np.lexsort((c2, c1, head))
+    head, c1, c2 = head[order], c1[order], c2[order]
+    first = np.flatnonzero(np.r_[True, (head[1:] != head[:-1]) | (c1[1:] != c1[:-1]) | (c2[1:] != c2[:-1])])
+    mults = np.add.reduceat(mults[order], first)
+    head, c1, c2 = head[first], c1[first], c2[first]
+    rows, syms, w1, w2 = (
+        (head >> shift) & mask for shift, mask in ((32, 2**32 - 1), (16, 2**16 - 1), (8, 255), (0, 255))
+    )
+    return rows.astype(np.int64), syms.astype(np.int64), (w1.astype(np.int64), c1), (w2.astype(np.int64), c2), mults
+
+
+def _check_budget(model, degree, observables, max_bytes, known, count, pairs):
+    """Stop a demand-driven build whose ``count`` linear and ``pairs`` quadratic terms so far (at
+    `BYTES_PER_TERM`, `BYTES_PER_PAIR`) passed ``max_bytes``."""
+    if count * BYTES_PER_TERM + pairs * BYTES_PER_PAIR <= max_bytes:
         return
     words = sum(len(codes) for codes in known.values())
     n = len(observables)
     listed = "every word" if isinstance(observables, str) else f"the words {n} listed observable{'s' * (n != 1)}"
     raise ModelError(
         f"the {model.kind} model with K = {model.K} at degree {degree}: {listed} need more than the limit of "
-        f"{max_bytes / 2**30:g} GiB, still growing ({words:.3g} words, {count:.3g} terms so far): list fewer or "
-        "shorter observables, lower the degree, or raise [truncation] max_memory_gb"
+        f"{max_bytes / 2**30:g} GiB, still growing ({words:.3g} words, {count + pairs:.3g} terms so far): "
+        "list fewer or shorter observables, lower the degree, or raise [truncation] max_memory_gb"
     )
 
 
