@@ -74,6 +74,7 @@ range), so that a wrong one stops with one line that names it::
 
 import copy
 import difflib
+import functools
 import hashlib
 import json
 import pathlib
@@ -95,6 +96,12 @@ from .checks import _check_file_means, _check_loss, _check_schedules, _check_tog
 from .schema import _SCHEMA, CLOSURES, METHODS, ConfigError, _check_keys, _table
 
 __all__ = ["Config", "ConfigError", "load_config", "parse_config", "METHODS", "CLOSURES"]
+
+
+@functools.lru_cache(maxsize=32)
+def _loss(expression, name, L, K, options):
+    """A `Loss` from an expression, or a built-in ``name`` with its ``options`` (sorted (key, value) pairs)."""
+    return parse_expression(expression, L, K) if expression is not None else builtin(name, L=L, K=K, **dict(options))
 
 
 @dataclass(frozen=True)
@@ -155,14 +162,15 @@ class Config:
         return sgd["lr"] * sgd["d"] / sgd["batch"]
 
     def loss(self):
-        """The `momentgen.losses.Loss` of the [loss] table."""
+        """The `momentgen.losses.Loss` of the [loss] table (derived and checked once per table: a `Loss` is
+        immutable)."""
         spec, L, K = self.raw["loss"], self.raw["model"]["L"], self.raw["model"]["K"]
         if spec["expression"] is not None:
-            return parse_expression(spec["expression"], L, K)
-        options = {"student": spec["student"], "teacher": spec["teacher"]}
+            return _loss(spec["expression"], None, L, K, ())
+        options = {"student": tuple(spec["student"]), "teacher": tuple(spec["teacher"])}
         if spec["builtin"] == "mse":
             options["activation"] = spec["activation"]
-        return builtin(spec["builtin"], L=L, K=K, **options)
+        return _loss(None, spec["builtin"], L, K, tuple(sorted(options.items())))
 
     def initial_means(self):
         """A kind with a mean: the initial means m_k (array over k) — configured, or a file's own value;
