@@ -80,7 +80,10 @@ def test_quadrature_agrees_with_monte_carlo_of_the_gaussian(kind):
     batches = []
     for _ in range(40):
         G = gaussian_samples(potential, state, 50_000, rng)
-        out = sum(backend.kernel(G, np.full(len(G), 1 / len(G)), g) for g in range(len(backend.groups)))
+        origin, identity = np.zeros(backend.p), np.eye(backend.p)
+        out = sum(
+            backend.kernel(G, origin, identity, np.full(len(G), 1 / len(G)), g) for g in range(len(backend.groups))
+        )
         hess = np.zeros((backend.p, backend.p))
         hess[backend.upper] = out[1 + backend.p :]
         hess = hess + np.triu(hess, 1).T

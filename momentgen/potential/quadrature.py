@@ -63,7 +63,8 @@ class _Quadrature:
         """Orthonormal basis (p, f) of the directions a term depends on: the span of its ∇ at random points."""
         rng = np.random.default_rng(self.potential.seed)
         probes = rng.standard_normal((3 * self.p + 3, self.p))
-        grads = np.array([self.kernel(x[None, :], np.ones(1), group)[1 : 1 + self.p] for x in probes])
+        origin, identity = np.zeros(self.p), np.eye(self.p)
+        grads = np.array([self.kernel(x[None, :], origin, identity, np.ones(1), group)[1 : 1 + self.p] for x in probes])
         _, s, Vt = np.linalg.svd(grads, full_matrices=False)
         rank = int(np.sum(s > 1e-9 * s[0])) if s[0] > 0 else 0
         return Vt[:rank].T
@@ -89,7 +90,7 @@ class _Quadrature:
         out = 0
         for group, F in enumerate(factors):
             z, w = _rule(F.shape[1], level)
-            out = out + self.kernel(mean + z @ F.T, w, group)
+            out = out + self.kernel(z, mean, F, w, group)
         hess = np.zeros((self.p, self.p))
         hess[self.upper] = out[1 + self.p :]
         hess = hess + np.triu(hess, 1).T
@@ -149,7 +150,7 @@ class _Quadrature:
         out = 0
         for group, F in enumerate(factors):
             z, w = _rule(F.shape[1], self.level)
-            out = out + jet(mean + z @ F.T, w, group)
+            out = out + jet(z, mean, F, w, group)
         n3 = len(self._combos3)
         third = _symmetric_tensor(out[:n3], self._combos3, self.p, 3)
         fourth = _symmetric_tensor(out[n3:], self._combos4, self.p, 4)
@@ -268,8 +269,8 @@ def _additive_groups(expr):
     (a square of a sum of heads, say) makes the largest group depend on fewer variables, the
     expanded terms are grouped instead: the multi-head softmax loss with four heads is then
     a sum of 2-dimensional integrals (pairs of heads) instead of 4-dimensional ones (all
-    heads of a row): at rtol = 1e-4 about 4× fewer points of a much cheaper integrand, 15×
-    faster (`benchmarks/bench_potential.py`).
+    heads of a row): fewer points of a much cheaper integrand (`benchmarks/bench_potential.py`
+    measures it).
     """
     plain = _group_terms(sympy.Add.make_args(expr))
     if sum(_expanded_size(term) for term in sympy.Add.make_args(expr)) <= _MAX_EXPANDED_TERMS:
