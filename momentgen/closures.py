@@ -52,6 +52,7 @@ __all__ = [
     "MatrixModelClosure",
     "CLOSURES",
     "solve_with_closure",
+    "whole_curve_closure",
     "traciality_pairs",
 ]
 
@@ -61,19 +62,29 @@ class Closure:
 
     Capabilities callers read instead of testing names: ``resolution`` (what ``size``/``degree`` sets, in
     words), ``window_from_degrees`` (its ``valid_until`` compares degrees M and M − 2, so a curve past it
-    is extrapolation; a flow closure's curve stays realisable past its window), `carries_finite_lr`
-    (whether it can solve a model with κ > 0) and ``companion`` (the closure `momentgen.verification`
-    cross-checks it with).
+    is extrapolation; a flow closure's curve stays realisable past its window), ``from_finite_start``
+    (whether it can start from a finite-d state, or only from the d = ∞ law), `carries_finite_lr`
+    (whether it can solve a model with κ > 0), ``companion`` (the closure `momentgen.verification`
+    cross-checks it with), `checked_resolution` (the resolution it is checked at) and `label`.
     """
 
     name = None
     resolution = "degree"
     window_from_degrees = False
+    from_finite_start = True
     companion = "zero"
 
     def carries_finite_lr(self, model):
         """Whether this closure solves ``model`` with the finite-learning-rate term (κ > 0)."""
         return True
+
+    def checked_resolution(self, config):
+        """``[truncation]`` overrides for a check of this closure beside another (none: the configured one)."""
+        return {}
+
+    def label(self, config, degree=None):
+        """A curve's short name in legends and tables (``degree``: the zero closure's M)."""
+        return self.name
 
     def solve(self, problem, degree=None, size=None):
         raise NotImplementedError
@@ -163,6 +174,9 @@ class ZeroClosure(Closure):
     name = "zero"
     window_from_degrees = True
     companion = "quadrature"
+
+    def label(self, config, degree=None):
+        return f"M={config.section('truncation')['degree'] if degree is None else degree}"
 
     def solve(self, problem, degree=None, size=None):
         config, model = problem.config, problem.model
@@ -363,6 +377,10 @@ class MatrixModelClosure(FlowClosure):
 
     name = "matrix-model"
     resolution = "size"
+    from_finite_start = False  # its n × n matrices follow the d = ∞ law
+
+    def label(self, config, degree=None):
+        return f"matrix-model n={config.section('truncation')['size']}"
 
     def legs(self, problem, degree, size):
         stochastic = problem.kappa > 0
@@ -482,6 +500,14 @@ class QuadratureClosure(FlowClosure):
     name = "quadrature"
     resolution = "order"
 
+    def checked_resolution(self, config):
+        """Beside a zero closure: its own degree, as an odd M with order n = (M − 1)/2 from 2 to 4 (the
+        representation grows like (letters)^n: a high order is minutes for several letters)."""
+        return {"degree": min(9, max(5, config.section("truncation")["degree"] | 1))}
+
+    def label(self, config, degree=None):
+        return f"quadrature n={(config.section('truncation')['degree'] - 1) // 2}"
+
     def carries_finite_lr(self, model):
         """Only a closed hierarchy (solved by the zero closure): the Itô pair term is not a drift of the
         compressed letters."""
@@ -578,6 +604,14 @@ def traciality_pairs(model):
 
 #: The registry: ``[truncation] closure`` → its closure.
 CLOSURES = {closure.name: closure for closure in (ZeroClosure(), QuadratureClosure(), MatrixModelClosure())}
+
+
+def whole_curve_closure(model, kappa):
+    """The first flow closure, in order of preference (quadrature, then matrix-model), that covers a whole
+    curve of ``model`` at κ = ``kappa``: one that carries the finite-learning-rate term where κ > 0."""
+    return next(
+        c for c in CLOSURES.values() if not c.window_from_degrees and (kappa == 0 or c.carries_finite_lr(model))
+    )
 
 
 def solve_with_closure(config, closure=None, degree=None, size=None, factors=None, kappa=None, times=(), spectra=False):

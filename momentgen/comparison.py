@@ -92,9 +92,11 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
     for d in dims:  # before anything runs: every SGD reference fits its step budget and the grid
         check_sgd_plan(config, d)
     starts = dims if theory_init == "finite" else (None,)
-    specs = [("zero", M, d) for M in degrees for d in starts] if "zero" in closures else []
-    specs += [("quadrature", None, d) for d in starts] if "quadrature" in closures else []
-    specs += [("matrix-model", None, None)] if "matrix-model" in closures else []  # from the d = ∞ law only
+    specs = []
+    for name in dict.fromkeys(closures):  # a closure of degrees: one curve per degree; from each start it can take
+        closure = CLOSURES[name]
+        resolutions = degrees if closure.window_from_degrees else [None]
+        specs += [(name, M, d) for M in resolutions for d in (starts if closure.from_finite_start else (None,))]
     specs = _with_kappa(config, specs, dims)
     labels = [_theory_label(config, closure, M, d, kappa) for closure, M, d, kappa in specs]
     tasks = [(theory_task, (raw, source, closure, M, d, seeds[0], kappa)) for closure, M, d, kappa in specs]
@@ -183,13 +185,8 @@ def _kappa_dimension(config, d, kappa):
 
 
 def _theory_label(config, closure, degree, d, kappa=0.0):
-    truncation = config.section("truncation")
-    rate = f", κ={kappa:.3g}" if kappa else ""
-    if closure == "zero":
-        return f"M={degree}" + (f" from d={d}" if d else "") + rate
-    if closure == "quadrature":
-        return f"quadrature n={(truncation['degree'] - 1) // 2}" + (f" from d={d}" if d else "") + rate
-    return f"matrix-model n={truncation['size']}" + rate
+    start = f" from d={d}" if d else ""
+    return CLOSURES[closure].label(config, degree) + start + (f", κ={kappa:.3g}" if kappa else "")
 
 
 def _moves(model, word):

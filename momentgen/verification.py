@@ -50,7 +50,7 @@ import scipy.stats
 
 from . import figures as style
 from .arguments import int_list, seed_list
-from .closures import CLOSURES, solve_with_closure
+from .closures import CLOSURES, solve_with_closure, whole_curve_closure
 from .config import ConfigError, parse_config
 from .errors import ModelError, MomentgenError, shown
 from .files import PAPER_FORMATS, provenance, save_figure, write_csv, write_json
@@ -336,17 +336,11 @@ def _after_fast_phase(config, factors, program, potential):
 # ---- 2. the closure, 3. a second closure ------------------------------------------------------------------
 
 
-def _quadrature_degree(config):
-    """The quadrature order verify uses beside a zero closure: the zero closure's own degree (n ≥ 2, at
-    most n = 4: the representation grows like (letters)^n, so a high order is minutes for several letters)."""
-    return min(9, max(5, config.section("truncation")["degree"] | 1))
-
-
 def _closure(config, explicit, curve_kappa, say):
     """The closure leg: (check, (config, theory)) — the configured closure, or, when it was not named and a
     zero closure's window ends before the horizon, the whole-curve closure instead (the check says so).
     A closure that cannot carry the finite-learning-rate term the configuration asks for: ``cannot``."""
-    name = config.section("truncation")["closure"]
+    name = configured = config.section("truncation")["closure"]
     say(f"closure check: the {name} closure")
     if curve_kappa > 0 and not CLOSURES[name].carries_finite_lr(config.model):
         message = (
@@ -359,13 +353,16 @@ def _closure(config, explicit, curve_kappa, say):
     T = config.section("integrate")["T"]
     note = ""
     if not explicit and CLOSURES[name].window_from_degrees and _window(theory) < T - 1e-12:
-        chosen = "quadrature" if curve_kappa == 0 or config.model.family.closes(config.model) else "matrix-model"
-        overrides = {"closure": chosen, **({"degree": _quadrature_degree(config)} if chosen == "quadrature" else {})}
+        whole = whole_curve_closure(config.model, curve_kappa)
+        chosen, overrides = whole.name, {"closure": whole.name, **whole.checked_resolution(config)}
         note = (
-            f"the configured zero closure vouches only until t = {_window(theory):.4g} of {T:g}, so verify checked "
+            f"the configured {name} closure vouches only until t = {_window(theory):.4g} of {T:g}, so verify checked "
             f'the {chosen} closure (set [truncation] closure = "{chosen}" to compute this curve); '
         )
-        say(f"closure check: the zero closure leaves its window at {_window(theory):.4g}; the {chosen} closure instead")
+        say(
+            f"closure check: the {name} closure leaves its window at {_window(theory):.4g}; "
+            f"the {chosen} closure instead"
+        )
         config = config.replace(truncation=overrides)
         name, theory = chosen, solve_with_closure(config, kappa=curve_kappa)
     reached = theory.status in REACHED
@@ -382,7 +379,7 @@ def _closure(config, explicit, curve_kappa, say):
         "passed": passed,
         "message": note + message,
         "closure": name,
-        "configured_closure": config.section("truncation")["closure"] if not note else "zero",
+        "configured_closure": configured,
         "status": theory.status,
         "valid_until": window,
         "error_estimate": theory.error_estimate,
@@ -396,7 +393,7 @@ def _cross_check(config, theory, say):
     name = theory.closure
     words = [w for w in _observables(config) if w in theory.series]
     other_name = CLOSURES[name].companion
-    degree = _quadrature_degree(config) if other_name == "quadrature" else config.section("truncation")["degree"]
+    degree = CLOSURES[other_name].checked_resolution(config).get("degree", config.section("truncation")["degree"])
     say(f"cross-check: the {other_name} closure")
     try:
         if theory.kappa > 0 and not CLOSURES[other_name].carries_finite_lr(config.model):  # both without the term
