@@ -252,10 +252,7 @@ class ZeroClosure(Closure):
             kappa_profile=problem.kappa_profile,
         )  # fmt: skip
         y0 = problem.initial_moments(program.word_codes)
-        fast = {}
-        if not problem.family.centred:
-            times, means = truncation.fast_phase(y0, integrate["fast_T"])
-            fast = {"fast_t": times, "fast_m": means, "m_star": truncation.m.copy()}
+        fast = truncation.mean.fast_phase(truncation, y0, integrate["fast_T"])
         start = truncation.branch
 
         def run():

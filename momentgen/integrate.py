@@ -61,12 +61,6 @@ def _min_feasibility_eigenvalue(truncation, y):
     return min(np.linalg.eigvalsh(0.5 * (A + A.T)).min() for A in (Q1 + Q2, Q1 - Q2))
 
 
-def _student_size(truncation, y):
-    """A kind with a mean: min over trainable k of its slaving rate D_k (untied t^A_k + t^B_k; β ∝ 1/D_k is
-    singular at 0)."""
-    return truncation.slaving_rates(y).min()
-
-
 def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, blowup_factor=8.0, grid=None):
     """Integrate ``truncation`` from moments ``y0`` on ``[0, T]`` (the model's time axis).
 
@@ -110,16 +104,7 @@ def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, b
             "the order parameters left the PSD cone; the truncation is not valid beyond",
         ),
     ]
-    if not program.model.family.centred:
-        collapse = _student_size(truncation, y0)
-        events.append(
-            Event(
-                lambda t, y: _student_size(truncation, y) - 1e-3 * collapse,
-                "left-feasible-set",
-                "the student collapsed: its slaving rate D (t^A + t^B) fell below 1e-3 of its initial "
-                "value (beta = -psi/D is singular at 0); the truncation is not valid beyond",
-            )
-        )
+    events += [Event(*event) for event in truncation.mean.events(truncation, y0)]
     if method == "LSODA" and len(y0) > LSODA_MAX_WORDS:
         warnings.warn(
             f"LSODA keeps a dense {len(y0)}×{len(y0)} Jacobian ({8 * len(y0) ** 2 / 2**30:.1f} GiB); "
@@ -129,7 +114,7 @@ def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, b
         method = "DOP853"
     grid = np.linspace(0.0, T, points) if grid is None else np.asarray(grid, dtype=float)
     start = time.perf_counter()
-    track = None if program.model.family.centred else (lambda t, y: truncation.track(y))
+    track = truncation.mean.tracker(truncation)
     run = integrate(
         truncation.rhs,
         y0,

@@ -161,13 +161,12 @@ class Problem:
 
     def fast_phase(self):
         """A kind with a mean: the fast phase on t = nη from the initial order parameters (exact in every
-        closure), as ``{"fast_t", "fast_m", "m_star"}``; else ``{}``."""
-        if self.family.centred:
-            return {}
+        closure), as ``{"fast_t", "fast_m", "m_star"}``; else ``{}`` (`momentgen.slaved_mean`)."""
         program = build(self.model, self.family.state_degree(self.model), [])
         truncation = Truncation(program, self.potential, self.gamma, means=self.means)
-        times, m = truncation.fast_phase(self.initial_moments(program.word_codes), self.integrate["fast_T"])
-        return {"fast_t": times, "fast_m": m, "m_star": truncation.m.copy()}
+        return truncation.mean.fast_phase(
+            truncation, self.initial_moments(program.word_codes), self.integrate["fast_T"]
+        )
 
     def matrix_flow(self, factors, means=None, spectra=None):
         """``factors`` moved by the kind's matrix flow with the theory's coefficients (starting on the

@@ -17,9 +17,6 @@ after each accepted step. Time axes: the kind's (`ModelKind.time_scale`); the fa
 kind with a mean runs on its own axis ``t = nη`` with the moments frozen (MATH.md §4).
 """
 
-import warnings
-from dataclasses import dataclass
-
 import numpy as np
 import scipy.sparse
 
@@ -28,7 +25,7 @@ from .errors import STATE_ERRORS, PotentialError
 from .hierarchy import build
 from .initial import empirical_moments, exact_moments
 from .potential import Potential
-from .stepper import integrate
+from .slaved_mean import Branch, mean_of
 
 __all__ = ["Truncation", "Branch", "CoefficientSource", "from_config", "apply_program", "check_kappa"]
 
@@ -46,18 +43,6 @@ def check_kappa(kappa):
             "order of an expansion in kappa; lower the learning rate or raise the batch size"
         )
     return kappa
-
-
-@dataclass
-class Branch:
-    """The explicit state a run carries besides y: the warm start of the slaved mean m*(q).
-
-    The right-hand side reads it and never writes it, so ``rhs(t, y)`` is a pure function of
-    ``(t, y)`` between two calls of `Truncation.track`, which the solver makes after each
-    accepted step to follow the branch of m* the run is on (MATH.md §4: m* can bifurcate).
-    """
-
-    m: np.ndarray
 
 
 class Truncation:
@@ -111,6 +96,7 @@ class Truncation:
         self._Q = self._Q.T.reshape(2, K, K)  # state indices of Q1_kl and Q2_kl
         self._word = {text: program.index(text) for text, _ in self.family.state_words(self.model)}
         self.branch = Branch(np.zeros(K) if means is None else np.asarray(means, float).reshape(K).copy())
+        self.mean = mean_of(self.family)  # `slaved_mean.NoMean` or `SlavedMean`
         self.trainable = list(self.model.trainable)
 
     # ---- order parameters and coefficients -------------------------------------------------
@@ -133,17 +119,12 @@ class Truncation:
 
     def track(self, y):
         """Follow the branch of m* to the state ``y`` (kinds with a mean; called after each accepted step)."""
-        if not self.family.centred:
-            self.branch = Branch(self.slaved_mean(y))
+        self.mean.track(self, y)
 
     def state_and_value(self, y):
         """((Q1, Q2, m), Φ and its derivatives there) at moments ``y``; for a kind with a mean m is
-        m*(q) by Newton from the branch's warm start, and Φ its last evaluation."""
-        Q1, Q2 = self.order_parameters(y)
-        if self.family.centred:
-            return (Q1, Q2, None), self.potential.at(Q1, Q2)
-        m, value = self.potential.m_star_with_value(Q1, Q2, self.branch.m, self.trainable)
-        return (Q1, Q2, m), value
+        m*(q) by Newton from the branch's warm start, and Φ its last evaluation (`slaved_mean`)."""
+        return self.mean.state_and_value(self, *self.order_parameters(y))
 
     def kappa_at(self, t):
         """κ at time ``t`` (the integrated axis of a schedule; constant without one or when ``t`` is None)."""
@@ -171,9 +152,7 @@ class Truncation:
 
     def slaving_rates(self, y):
         """Kinds with a mean: the fast phase's rates D_k (untied ``t^A_k + t^B_k``; β ∝ 1/D_k); else empty."""
-        if self.family.centred:
-            return np.zeros(0)
-        return self.family.slaving_rates(self.moments(y), self.model)[np.array(self.trainable) - 1]
+        return self.mean.slaving_rates(self, y)
 
     # ---- the vector field --------------------------------------------------------------------
     def rhs(self, t, y):
@@ -235,24 +214,11 @@ class Truncation:
             for a in range(K):
                 for b in range(K):
                     dQ[..., where[int(self._Q[s_, a, b])]] += second.QQ[:, :, :, s_, a, b]
-        if not self.family.centred:
-            dQ += self._through_m_star(second, where, len(columns))
+        dQ += self.mean.through_mean(self, second, where, len(columns))
         arrays = self.family.sensitivity(self.model, dQ, value, self.moments(y), lambda text: where[self._word[text]])
         return columns, np.array(
             [_entry(arrays, c) if c.family != "gamma" else np.zeros(len(columns)) for c in self.program.symbols]
         )
-
-    def _through_m_star(self, second, where, n_columns):
-        """The part of d(∂Φ/∂Q)/dy that goes through m*(q): Qm · dm*/dy, dm*/dQ = −Φ_mm⁻¹ ∂b/∂Q."""
-        K = self.model.K
-        idx = np.array(self.trainable) - 1
-        dm = np.zeros((K, n_columns))  # dm*_n / dy_j
-        inverse = np.linalg.inv(second.mm[np.ix_(idx, idx)])
-        for s_ in (0, 1):
-            for a in range(K):
-                for b in range(K):
-                    dm[idx, where[int(self._Q[s_, a, b])]] -= inverse @ second.Qm[s_, a, b, idx]
-        return np.einsum("rkln,nj->rklj", second.Qm, dm)
 
     @property
     def _rows(self):
@@ -265,34 +231,12 @@ class Truncation:
         Moments stay at ``y0``. Returns (times, m trajectory of shape (points, K)); the branch
         the slow phase starts on is the end point, polished to m*(q0) by Newton.
         """
-        if self.family.centred:
+        fast = self.mean.fast_phase(self, y0, T, points=points, rtol=rtol, atol=atol)
+        if not fast:
             raise PotentialError(
                 f"the fast phase exists only for a model with a mean; the {self.model.kind} model is centred"
             )
-        idx = np.array(self.trainable) - 1
-        Q1, Q2 = self.order_parameters(y0)
-        D = self.family.slaving_rates(self.moments(y0), self.model)
-
-        def velocity(t, m):
-            dm = np.zeros_like(m)
-            dm[idx] = -(D * self.potential.at(Q1, Q2, m).b)[idx]
-            return dm
-
-        times = np.linspace(0.0, T, points)
-        run = integrate(velocity, self.branch.m, times, method="LSODA", rtol=rtol, atol=atol)
-        if run.status != "ok":
-            raise PotentialError(f"the fast phase failed: {run.message}")
-        end = run.y[-1]
-        self.branch = Branch(self.potential.m_star(Q1, Q2, end, self.trainable))
-        gap = np.abs(self.branch.m - end).max()
-        if gap > 1e-6 * max(1.0, np.abs(self.branch.m).max()):
-            warnings.warn(
-                f"the fast phase had not converged at t = {T:g} (m = {end.tolist()}, "
-                f"m* = {self.branch.m.tolist()}): raise fast_T, or start off an unstable symmetric point "
-                "(an exactly symmetric m stays there at d = ∞)",
-                stacklevel=2,
-            )
-        return run.t, run.y
+        return fast["fast_t"], fast["fast_m"]
 
 
 class CoefficientSource:
