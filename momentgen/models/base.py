@@ -340,6 +340,11 @@ class ModelKind:
         """Untied pre-activation means Tr(Σ M_k)/√d of finite factors (array; Σ = ``sigma``, I when None), or None."""
         return None
 
+    def mean_weights(self, C):
+        """The weights c of the pre-activations' mean at d = ∞, ``E G_ijk = c_ij m_k`` flattened over token pairs
+        (MATH.md §2): 0 for a centred kind (a kind with a mean: vec C)."""
+        return np.zeros(np.size(C))
+
     def dimension(self, factor):
         """d of one index's factor."""
         return factor.shape[0]

@@ -232,6 +232,9 @@ class Untied(ModelKind):
             for k, (U, V) in enumerate(factors, start=1)
         ]
 
+    def mean_weights(self, C):
+        return np.asarray(C, float).reshape(-1)
+
     def means(self, factors, sigma=None):
         """Tr(Σ M_k)/√d (Σ = I when ``sigma`` is None)."""
         return np.array([np.sum(U * (V if sigma is None else sigma @ V)) / np.sqrt(len(U)) for U, V in factors])

@@ -47,6 +47,7 @@ import numpy as np
 
 from .. import models
 from ..errors import NonFinitePotential, NoSlavedMean, PotentialError, UnsupportedLoss
+from ..slaved_mean import mean_of
 from .geometry import _PairGeometry
 from .quadrature import _Quadrature
 from .values import PotentialValue, SecondDerivatives
@@ -91,7 +92,7 @@ class Potential:
         self.method = "exact" if method == "exact" or (method == "auto" and loss.is_polynomial) else "quadrature"
         self.rtol, self.level, self.seed = rtol, level, seed
         self.missed_rtol = False  # set when a run kept meeting states the rule could not reach rtol at
-        self._pairs = _PairGeometry(self.C)
+        self._pairs = _PairGeometry(self.C, self.family.mean_weights(self.C))
         self._backend = _Wick(self) if self.method == "exact" else _Quadrature(self)
 
     @classmethod
@@ -119,8 +120,6 @@ class Potential:
         """Φ and its derivatives at the order parameters (Q1, Q2) and means m (roles, not names)."""
         m, Q1, Q2 = self._law(m, Q1, Q2)
         value = self._backend.evaluate(m, Q1, Q2, estimate_error)
-        if self.family.centred:  # centred pre-activations: there is no mean to differentiate by
-            value.b, value.m_hessian = np.zeros(self.K), np.zeros((self.K, self.K))
         if not np.isfinite(value.phi) or not all(np.all(np.isfinite(x)) for x in (value.dQ1, value.dQ2, value.b)):
             raise NonFinitePotential(
                 f"Phi of loss {self.loss.name!r} is not finite at m={m.tolist()}, "
@@ -185,10 +184,7 @@ class Potential:
     def second_at(self, Q1, Q2, m=None):
         """`second_derivatives` at the order parameters (Q1, Q2) and means m (roles, not names)."""
         m, Q1, Q2 = self._law(m, Q1, Q2)
-        second = self._backend.second(m, Q1, Q2)
-        if self.family.centred:
-            second.Qm[:], second.mm[:] = 0.0, 0.0
-        return second
+        return self._backend.second(m, Q1, Q2)  # a centred kind's mean weights are 0: so are Qm and mm
 
     def noise_at(self, Q1, Q2, m=None):
         """(N1, N2), each (K, K): the SGD-noise contractions of the finite-learning-rate term,
@@ -216,7 +212,7 @@ class Potential:
         for name, value in state.items():
             for role in names[name]:
                 roles[role] = value
-        needed = ("Q1", "Q2") if self.family.centred else ("Q1", "Q2", "m")
+        needed = {role for rs in names.values() for role in rs}
         missing = [name for name, rs in names.items() if any(r in needed and r not in roles for r in rs)]
         if missing:
             raise PotentialError(f"missing state `{missing[0]}` for this model")
@@ -237,7 +233,7 @@ class Potential:
         Raises `PotentialError` naming q and the loss if it fails or if the m-Hessian is
         not positive definite at the solution.
         """
-        if self.family.centred:
+        if not mean_of(self.family).has_mean:
             raise PotentialError(f"m*(q) exists only for a model with a mean; the {self.kind} model is centred")
         idx = np.array([k - 1 for k in trainable])
         m = np.asarray(m0, float).copy()

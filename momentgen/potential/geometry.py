@@ -7,9 +7,10 @@ from .values import SecondDerivatives
 
 
 class _PairGeometry:
-    """Token-pair matrices for ``L`` tokens: T = C⊗C, T P, vec C, and the factor blocks of T P_sym/anti."""
+    """Token-pair matrices for ``L`` tokens: T = C⊗C, T P, the mean weights c (the kind's: vec C, or 0 for a
+    centred kind), and the factor blocks of T P_sym/anti."""
 
-    def __init__(self, C):
+    def __init__(self, C, mean_weights):
         L = len(C)
         self.L = L
         self.T = np.kron(C, C)
@@ -18,7 +19,7 @@ class _PairGeometry:
             for j in range(L):
                 swap[i * L + j, j * L + i] = 1
         self.TP = self.T @ swap
-        self.c = C.reshape(-1)
+        self.c = np.asarray(mean_weights, float)  # E G = c ⊗ m: 0 for a centred kind (then b, Qm, mm are 0)
         w, V = np.linalg.eigh(self.T)
         root = (V * np.sqrt(np.clip(w, 0, None))) @ V.T
         sym, anti = [], []

@@ -26,10 +26,8 @@ class _Wick:
         self.m = sympy.symbols(f"m_1:{K + 1}", real=True)
         self.Q1 = sympy.Matrix(K, K, lambda k, l: sympy.Symbol(f"Q1_{k + 1}_{l + 1}", real=True))
         self.Q2 = sympy.Matrix(K, K, lambda k, l: sympy.Symbol(f"Q2_{k + 1}_{l + 1}", real=True))
-        centred = potential.family.centred  # centred pre-activations have mean 0
-        mean = [
-            0 if centred else sympy.nsimplify(float(pairs.c[a // K])) * self.m[a % K]
-            for a in range(len(loss.variables))
+        mean = [  # E G = c ⊗ m: a centred kind's weights c are 0
+            sympy.nsimplify(float(pairs.c[a // K])) * self.m[a % K] for a in range(len(loss.variables))
         ]
         cov = self._covariance(pairs, len(loss.variables))
         self._loss, self._mean, self._cov, self._outer = loss, mean, cov, None
