@@ -146,9 +146,7 @@ class Problem:
     @property
     def means(self):
         """Initial means of a kind with a mean (the factors' own when given), else None."""
-        if self.family.centred:
-            return None
-        if self.factors is not None:
+        if self.factors is not None:  # the kind's `means`: None for a centred kind
             return factor_means(self.model, self.factors, self.sigma_of(self.factors))
         return self.config.initial_means()
 

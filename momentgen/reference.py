@@ -402,7 +402,7 @@ def sgd(
         series,
         d,
         schedule[:kept],
-        None if model.family.centred else np.array(record.means),
+        None if not record.means or record.means[0] is None else np.array(record.means),  # centred: None
         info,
     )
 
@@ -497,7 +497,7 @@ def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41, n
     check_sgd_plan(config, d)
     times = np.linspace(0.0, integrate["T"], integrate["points"])
     words = config.reported_words()
-    with_means = not config.model.family.centred
+    with_means = config.initial_means() is not None  # a kind with a mean: its fast phase is recorded too
     fast_times = np.linspace(0.0, integrate["fast_T"], fast_points) if with_means else None
     if len(seeds) == 1:
         runs = [_seed_run(config, d, seeds[0], times, words, fast_times, progress)]

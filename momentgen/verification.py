@@ -261,7 +261,7 @@ def _drift(config, start, dims, kappa, curve_kappa, plan, say):
     for d in dims:
         say(f"drift check: d = {d}, {steps} SGD steps from one state")
         factors = start.factors(d, 0)
-        if not model.family.centred:  # at t = 0 the mean is not slaved: the state after the fast phase
+        if model.family.means(factors) is not None:  # at t = 0 a mean is not slaved: the state after the fast phase
             factors = _after_fast_phase(config, factors, program, potential)
         sigma = config.sigma_of(factors)
         states[d] = (empirical_moments(model, factors, program.word_codes, sigma), model.family.means(factors, sigma))
@@ -310,7 +310,7 @@ def _drift(config, start, dims, kappa, curve_kappa, plan, say):
 
 def _correction_power(model):
     """The order of the finite-d correction: O(1/d) for a centred kind, O(1/√d) with a mean (μ(M) = m/√d)."""
-    return 1.0 if model.family.centred else 0.5
+    return model.family.finite_d_power
 
 
 def _after_fast_phase(config, factors, program, potential):

@@ -110,7 +110,7 @@ class _States:
         self.config, self.model = config, config.model
         self.base = config.start_factors()
         self.fixed = self.base is not None
-        if self.fixed and not self.model.family.centred:
+        if self.fixed and self.model.family.means(self.base) is not None:  # a kind with a mean
             raise ConfigError(
                 "verify lifts a from-file state to 2d by F ⊗ I₂, which changes an untied mean Tr(M)/√d: "
                 "verify this configuration with a gaussian init of the same law"

@@ -175,12 +175,10 @@ class Config:
     def initial_means(self):
         """A kind with a mean: the initial means m_k (array over k) — configured, or a file's own value;
         else None."""
-        if self.model.family.centred:
-            return None
         factors = self.start_factors()
         if factors is not None:
             return means(self.model, factors, self.sigma_of(factors))
-        return np.array([spec.configured_mean for _, spec in sorted(self.inits().items())])
+        return self.model.family.configured_means(self.inits())
 
     def schedules(self):
         """The learning-rate and batch-size `Schedule` s of ``[sgd]`` (a from-file table read relative to the
@@ -232,8 +230,9 @@ class Config:
                 if d is None
                 else initial_factors(self.model, self.inits(), d, self.raw["sgd"]["seeds"][0], self.data())
             )
-            if factors is not None and not self.model.family.centred:
-                _check_file_means(self.inits(), means(self.model, factors, self.sigma_of(factors)))
+            found = None if factors is None else means(self.model, factors, self.sigma_of(factors))
+            if found is not None:  # a kind with a mean (a centred kind's means are None)
+                _check_file_means(self.inits(), found)
             object.__setattr__(self, "_start", factors)
         return self.__dict__["_start"]
 

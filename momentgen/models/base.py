@@ -163,6 +163,7 @@ class ModelKind:
     time_scale = None
     time_symbol = None
     centred = True
+    finite_d_power = 1.0  # finite-d corrections are O(d^−power): 1/d centred, 1/√d with a mean (μ(M) = m/√d)
     closed = False
     families = ()
     positive_letters = False  # letters are PSD (an identity init needs c ≥ 0)
@@ -338,6 +339,10 @@ class ModelKind:
 
     def means(self, factors, sigma=None):
         """Untied pre-activation means Tr(Σ M_k)/√d of finite factors (array; Σ = ``sigma``, I when None), or None."""
+        return None
+
+    def configured_means(self, inits):
+        """The initial means m_k the init specs ({k: `InitSpec`}) ask for (array over k), or None (a centred kind)."""
         return None
 
     def mean_weights(self, C):

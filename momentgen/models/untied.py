@@ -30,6 +30,7 @@ class Untied(ModelKind):
     time_scale = "tau = n eta / d (slow phase; fast phase on t = n eta)"
     time_symbol = "tau"
     centred = False
+    finite_d_power = 0.5
     families = (
         Family("beta", -1.0, "effective bias (slaving force)", pairs=False, latex=r"\beta"),
         Family("a1", -2.0, "dPhi/dq1", latex=r"a^{(1)}"),
@@ -231,6 +232,9 @@ class Untied(ModelKind):
             (-H[k - 1] @ V, -H[k - 1].T @ U) if k in model.trainable else (np.zeros_like(U), np.zeros_like(V))
             for k, (U, V) in enumerate(factors, start=1)
         ]
+
+    def configured_means(self, inits):
+        return np.array([spec.configured_mean for _, spec in sorted(inits.items())])
 
     def mean_weights(self, C):
         return np.asarray(C, float).reshape(-1)
