@@ -43,7 +43,7 @@ def summary(program):
             f"state words: {len(program.packed)} (per degree {per})",
             f"terms (nnz): {program.nnz}",
             f"dropped by the zero closure: {len(program.dropped_packed)} words of degree > {program.degree} "
-            f"in {len(program.dropped_symbol)} terms of {len(set(program.dropped_rows()))} state words",
+            f"in {len(program.dropped_symbol)} terms of {len(set(program.term_rows('dropped')))} state words",
             *noise,
             "coefficient symbols: " + ", ".join(s.name for s in program.symbols),
         ]
@@ -104,8 +104,8 @@ def graph(program):
     g.add_nodes_from((w, {"degree": len(w.split()), "dropped": False}) for w in program.words)
     g.add_nodes_from((w, {"degree": len(w.split()), "dropped": True}) for w in program.dropped_words)
     for rows, targets, syms, names in (
-        (program._rows, program.target, program.symbol, program.words),
-        (program.dropped_rows(), program.dropped_target, program.dropped_symbol, program.dropped_words),
+        (program.term_rows(), program.target, program.symbol, program.words),
+        (program.term_rows("dropped"), program.dropped_target, program.dropped_symbol, program.dropped_words),
     ):
         for r, t, s in zip(rows, targets, syms):
             edge = g.get_edge_data(program.words[r], names[t])

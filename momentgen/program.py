@@ -327,10 +327,6 @@ class Program:
             out[at] = value if k is None else (value[k] if l is None else value[k, l])
         return out
 
-    @cached_property
-    def _rows(self):
-        return np.repeat(np.arange(len(self.packed)), np.diff(self.indptr))
-
     def linear_operator(self, coefficients):
         """The sparse matrix ``L`` (CSR) with ``dμ/dt = L μ`` at fixed coefficient values."""
         c = self.coefficient_vector(coefficients) * np.array([s.factor for s in self.symbols])
@@ -359,12 +355,8 @@ class Program:
             terms = (
                 c[self.noise_symbol] * self.noise_multiplicity * extended[self.noise_left] * extended[self.noise_right]
             )
-            out += np.bincount(self._noise_rows, weights=terms, minlength=len(mu))
+            out += np.bincount(self.term_rows("noise"), weights=terms, minlength=len(mu))
         return out
-
-    @cached_property
-    def _noise_rows(self):
-        return np.repeat(np.arange(len(self.packed)), np.diff(self.noise_indptr))
 
     # ---- diagnostics (`momentgen.printers` prints; these are the documented entry points) ----------------------
     def why(self, word):
@@ -384,9 +376,10 @@ class Program:
         """The derived equations as a LaTeX ``align*`` block in the paper's notation (`printers.latex`)."""
         return printers.latex(self, words, limit)
 
-    def dropped_rows(self):
-        """State index of each dropped term."""
-        return np.repeat(np.arange(len(self.packed)), np.diff(self.dropped_indptr))
+    def term_rows(self, part="linear"):
+        """The state index (row) of each term of a ``part``: ``"linear"``, ``"dropped"`` or ``"noise"``."""
+        indptr = {"linear": self.indptr, "dropped": self.dropped_indptr, "noise": self.noise_indptr}[part]
+        return np.repeat(np.arange(len(self.packed)), np.diff(indptr))
 
     def graph(self):
         """The dependency graph as a ``networkx.DiGraph`` (`printers.graph`)."""

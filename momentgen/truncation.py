@@ -178,7 +178,7 @@ class Truncation:
         columns, sensitivity = self._sensitivity(y)
         terms = self._terms  # reordered only inside rows, so the program's row pointer still applies
         symbol, weight, target = terms.term_symbols(), terms.weight, terms.target
-        per_symbol = scipy.sparse.csr_matrix((weight * y[target], (self._rows, symbol)), shape=(n, len(c)))  # L_s y
+        per_symbol = scipy.sparse.csr_matrix((weight * y[target], (p.term_rows(), symbol)), shape=(n, len(c)))  # L_s y
         dense = per_symbol @ sensitivity
         rows, cols = np.nonzero(dense)
         correction = scipy.sparse.csr_matrix((dense[rows, cols], (rows, columns[cols])), shape=(n, n))
@@ -191,7 +191,7 @@ class Truncation:
         symbol, left, right = p.noise_symbol, p.noise_left, p.noise_right
         if len(symbol) == 0:
             return scipy.sparse.csr_matrix((n, n))
-        rows = np.repeat(np.arange(n), np.diff(p.noise_indptr))
+        rows = p.term_rows("noise")
         extended = np.append(y, 1.0)
         factors = np.array([s.factor for s in p.symbols])
         scale = c[symbol] * factors[symbol] * p.noise_multiplicity
@@ -219,10 +219,6 @@ class Truncation:
         return columns, np.array(
             [_entry(arrays, c) if c.family != "gamma" else np.zeros(len(columns)) for c in self.program.symbols]
         )
-
-    @property
-    def _rows(self):
-        return np.repeat(np.arange(len(self.program.packed)), np.diff(self.program.indptr))
 
     # ---- the fast phase of a kind with a mean ------------------------------------------------------
     def fast_phase(self, y0, T, points=101, rtol=1e-10, atol=1e-12):

@@ -153,9 +153,10 @@ def test_diagnostics_and_graph():
     text = program.summary()
     assert "state words" in text and "dropped" in text and "Gamma[1,2]" in text
     g = program.graph()
-    state_edges = {(program.words[r], program.words[t]) for r, t in zip(program._rows, program.target)}
+    state_edges = {(program.words[r], program.words[t]) for r, t in zip(program.term_rows(), program.target)}
     dropped_edges = {
-        (program.words[r], program.dropped_words[t]) for r, t in zip(program.dropped_rows(), program.dropped_target)
+        (program.words[r], program.dropped_words[t])
+        for r, t in zip(program.term_rows("dropped"), program.dropped_target)
     }
     assert set(g.edges) == state_edges | dropped_edges
     assert sum(program.dropped_in().values()) == len(program.dropped_target)
