@@ -24,7 +24,7 @@ lint: install
 	$(BIN)/ruff format --check .
 
 test: lint
-	$(BIN)/python -m pytest -q -n auto
+	$(BIN)/python -m pytest -q -n auto --dist worksteal
 
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow tests
