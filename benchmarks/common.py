@@ -72,10 +72,10 @@ def shifted_law_factors():
     untied = models.KINDS["untied"]
 
     def shifted(spec, n, rng, gaussian):
-        U, V = type(untied).law_factor(untied, spec, n, rng, gaussian)
+        U, V = type(untied.laws).law_factor(untied.laws, spec, n, rng, gaussian)
         return (U, V) if spec.mean is None else shift_to_mean(U, V, spec.mean)
 
-    return mock.patch.object(untied, "law_factor", shifted)
+    return mock.patch.object(untied.laws, "law_factor", shifted)
 
 
 def row_by_row():

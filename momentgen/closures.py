@@ -382,7 +382,7 @@ class MatrixModelClosure(FlowClosure):
     def legs(self, problem, degree, size):
         stochastic = problem.kappa > 0
         if problem.factors is not None:
-            d = problem.family.dimension(problem.factors[0])
+            d = problem.family.matrices.dimension(problem.factors[0])
             if stochastic:
                 return (
                     f"stochastic matrix model of the given d = {d} matrices (kappa = {problem.kappa:g})",
@@ -565,7 +565,7 @@ class QuadratureClosure(FlowClosure):
         )
         codes = problem.word_codes
         read = {c for word in codes if len(word) > 1 for c in word}
-        generators = set(model.family.driving_letters(model)) | read  # letters read only alone ride along
+        generators = set(model.family.laws.driving_letters(model)) | read  # letters read only alone ride along
         representation = initial_representation(
             model, problem.specs, n, oracle, generators=generators, variant=variant, edge=edge, data=problem.data
         )
@@ -576,7 +576,7 @@ class QuadratureClosure(FlowClosure):
         letters, sigma = representation.letters, None
         if model.sigma:  # Σ is a fixed letter of the flow, not a factor
             letters, sigma = letters[: model.sigma_code], letters[model.sigma_code]
-        parts = model.family.factor_parts(letters, 1e-12, representation.roots)
+        parts = model.family.laws.factor_parts(letters, 1e-12, representation.roots)
         run = run_flow(
             model,
             parts,

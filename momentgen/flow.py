@@ -1,7 +1,7 @@
 """The matrix flow engine: factors moved by their kind's matrix flow (MATH.md §3–§5).
 
 `run` integrates the factors of one model (finite d × d matrices, or the compressed letters of
-a quadrature state) with the velocities of the kind (`ModelKind.factor_velocities`), the
+a quadrature state) with the velocities of the kind (`KindMatrices.factor_velocities`), the
 coefficients coming from a *source* — any object with
 
 * ``words``: the code tuples whose moments the coefficients read (order parameters, …);
@@ -57,7 +57,7 @@ class _Layout:
         self.grouped = isinstance(factors[0], tuple)
         self.factors = [tuple(np.array(f) for f in x) if self.grouped else np.array(x) for x in factors]
         self.shapes = [[f.shape for f in (x if self.grouped else (x,))] for x in self.factors]
-        self.index_letters = model.family.index_letters
+        self.index_letters = model.family.matrices.index_letters
         self.fixed = {k: self.index_letters(f) for k, f in enumerate(self.factors) if k not in self.trainable}
 
     def letters(self, factors):
@@ -117,7 +117,7 @@ def run(
         current = layout.unpack(vector)
         letters = layout.letters(current)
         coefficients = source.coefficients(read(source_words, letters), t=t)
-        return layout.pack(family.factor_velocities(model, current, coefficients, letters))
+        return layout.pack(family.matrices.factor_velocities(model, current, coefficients, letters))
 
     result = integrate(
         velocity,
@@ -170,20 +170,20 @@ def run_stochastic(model, factors, source, *, times, codes, texts=None, dt=2e-3,
     root = None if sigma is None else psd_root(np.asarray(sigma, float))
     rng = np.random.default_rng(seed)
     rho = family.steps_per_time(1.0, 1.0)
-    d = family.dimension(layout.factors[0])
+    d = family.matrices.dimension(layout.factors[0])
     times = np.asarray(times, dtype=float)
 
     def drift(vector, t, noise=True):
         current = layout.unpack(vector)
         letters = layout.letters(current)
         arrays = source.coefficients(trace_moments(source_words, letters), noise=noise, t=t)
-        return layout.pack(family.factor_velocities(model, current, arrays, letters)), arrays
+        return layout.pack(family.matrices.factor_velocities(model, current, arrays, letters)), arrays
 
     def noise(vector, arrays, h):
         H = _noise_matrices(arrays["N1"], arrays["N2"], d, np.sqrt(rho * h / d), rng)
         if root is not None:
             H = [root @ x @ root.T for x in H]
-        return layout.pack(family.noise_increments(model, layout.unpack(vector), H))
+        return layout.pack(family.matrices.noise_increments(model, layout.unpack(vector), H))
 
     vector, states, reached, status, message, evaluations = layout.pack(layout.factors), [], [], "ok", "", 0
     states.append(layout.unpack(vector.copy()))
@@ -230,10 +230,12 @@ def letter_velocities(model, factors, coefficients, sigma=None):
     ``coefficients`` (family arrays and ``gamma``): letters are quadratic in the factors, so the central difference
     with step 1 along the factor velocities is exact (to rounding)."""
     family = model.family
-    velocities = family.factor_velocities(model, factors, coefficients, family.letter_matrices(factors, sigma))
+    velocities = family.matrices.factor_velocities(
+        model, factors, coefficients, family.matrices.letter_matrices(factors, sigma)
+    )
 
     def moved(sign):
-        return family.letter_matrices([
+        return family.matrices.letter_matrices([
             tuple(a + sign * b for a, b in zip(f, v)) if isinstance(f, tuple) else f + sign * v
             for f, v in zip(factors, velocities)
         ], sigma)  # fmt: skip

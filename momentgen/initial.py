@@ -11,7 +11,7 @@ An initialisation is given per index ``k`` (1-based) as an `InitSpec`:
 * ``from-file``: finite-d matrices from an ``.npz`` (`momentgen.matrices.load_factors`).
 
 Exact d = ∞ moments of Gaussian factors (independent indices) come from planar Wick pairings:
-each letter is a scalar times a product of Gaussian factors (`ModelKind.letter_factors`), and
+each letter is a scalar times a product of Gaussian factors (`KindLaws.letter_factors`), and
 at d = ∞ the normalised trace of a product of factors is the sum over non-crossing pairings of
 each factor ``G`` with a ``Gᵀ`` of the same matrix (a symmetric matrix pairs with itself in
 either orientation), each pair weighted by ``scale²`` and each face of the planar map that runs
@@ -63,7 +63,7 @@ def exact_moments(model, specs, words, data=ISOTROPIC):
     laws = {}
     for k, spec in specs.items():
         if spec.kind == "gaussian":
-            laws.update(model.family.matrix_laws(k, spec))
+            laws.update(model.family.laws.matrix_laws(k, spec))
 
     @cache
     def faces(factors, powers):
@@ -107,7 +107,7 @@ def _letter_items(model, specs):
         if spec.kind == "aligned":
             items += [(spec.c, float(spec.exponent), ())] * len(kinds)
             continue
-        by_kind = family.letter_factors(k, spec)
+        by_kind = family.laws.letter_factors(k, spec)
         items += [(by_kind[kind][0], 0.0, by_kind[kind][1]) for kind in kinds]
     return items + ([(1.0, 1.0, ())] if model.sigma else [])
 
@@ -176,11 +176,11 @@ def law_factors(model, specs, n, seed=0, data=ISOTROPIC):
                 "the matrix-model closure needs gaussian or identity inits (files give their own matrices)"
             )
         if spec.kind == "identity":
-            factors.append(model.family.identity_factor(spec.c, n))
+            factors.append(model.family.matrices.identity_factor(spec.c, n))
         elif spec.kind == "aligned":  # c Σ^b of Σ at the law's n quantiles (`momentgen.data.DataCovariance.power`)
-            factors.append(model.family.aligned_factor(spec.c, data.law_power(n, spec.exponent / 2)))
+            factors.append(model.family.matrices.aligned_factor(spec.c, data.law_power(n, spec.exponent / 2)))
         else:
-            factors.append(model.family.law_factor(spec, n, rng, gaussian))
+            factors.append(model.family.laws.law_factor(spec, n, rng, gaussian))
     return factors
 
 
@@ -193,7 +193,7 @@ def initial_representation(
     """The degree-n representation of the initial state of ``model``.
 
     Default: the d = ∞ law of independent ``specs`` ({k: InitSpec}) as a free product of each
-    index's component (`ModelKind.representation_component`: e.g. a Wishart letter's Jacobi
+    index's component (`KindLaws.representation_component`: e.g. a Wishart letter's Jacobi
     matrix, or Gram–Schmidt on the index's own exact moments; identity letters are scalars).
     With ``moments`` (an oracle: list of code tuples → values, e.g. `matrix_moments` of given
     matrices) one Gram–Schmidt over all letters. ``generators``: the letter codes that span
@@ -204,7 +204,7 @@ def initial_representation(
     second principal representation exists to bracket the first.
 
     ``edge``: (step, depth) of an edge-adapted rule (`momentgen.edge.edge_rule`) for the one index
-    that is not a multiple of the identity, when its kind gives its law (`ModelKind.spectral_law`):
+    that is not a multiple of the identity, when its kind gives its law (`KindLaws.spectral_law`):
     then every other letter is a scalar on its space, the flow of its layer is represented exactly,
     and the representation carries the exact root (`Representation.roots`). Ignored otherwise.
 
@@ -236,7 +236,7 @@ def initial_representation(
         if spec.kind == "aligned":  # a function of Σ: on Σ's component
             continue
         if k == layered:
-            law, code = family.spectral_law(k, spec), codes[0]
+            law, code = family.laws.spectral_law(k, spec), codes[0]
             components.append(measure_component(code, *edge_rule(law, n, *edge), n))
         elif spec.kind == "identity":
             components.append(Component({c: np.full((1, 1), spec.c) for c in codes}, np.zeros(1)))
@@ -245,7 +245,7 @@ def initial_representation(
         else:
             same = {j: spec for j in range(1, model.K + 1)}  # only index k's letters are asked for
             components.append(
-                family.representation_component(
+                family.laws.representation_component(
                     k, spec, n, lambda words, same=same: exact_moments(model, same, words), generators, tol
                 )
             )
@@ -281,7 +281,7 @@ def layered_index(model, specs, edge, data=ISOTROPIC):
         scalar_or_aligned = all(specs[k].kind in ("identity", "aligned") for k in range(1, model.K + 1))
         return 0 if scalar_or_aligned and data.law is not None else None
     others = [k for k in range(1, model.K + 1) if specs[k].kind != "identity"]
-    if len(others) != 1 or model.family.spectral_law(others[0], specs[others[0]]) is None:
+    if len(others) != 1 or model.family.laws.spectral_law(others[0], specs[others[0]]) is None:
         return None
     return others[0]
 
@@ -308,7 +308,7 @@ def matrix_moments(model, factors, sigma=None):
     the rank split of `gram_component`. Words holding such a code are traced as they are.
     """
     letters, alphabet = letter_matrices(model.kind, factors, sigma), model.alphabet
-    projectors = model.family.kernel_projectors(factors)
+    projectors = model.family.laws.kernel_projectors(factors)
     kernels = {c: alphabet.size + j for j, c in enumerate(projectors)}
     extended = letters + list(projectors.values())
     known = {}  # ("canonical", length, packed word) or ("raw", *codes) → moment
@@ -333,5 +333,5 @@ def matrix_moments(model, factors, sigma=None):
         return np.array([known[k] for k in keys])
 
     moments.kernels = kernels
-    moments.edges = model.family.spectral_edges(factors)
+    moments.edges = model.family.laws.spectral_edges(factors)
     return moments

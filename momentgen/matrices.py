@@ -51,12 +51,12 @@ def matrix_bytes(model, n, inits=None, batch=0, L=1):
 def letter_matrices(model, factors, sigma=None):
     """The letter matrices of the kind ``model`` (a name) built from its factors, in letter-code order, and the data
     covariance ``sigma`` (a d × d Σ, or None) last."""
-    return models.get(model).letter_matrices(factors, sigma)
+    return models.get(model).matrices.letter_matrices(factors, sigma)
 
 
 def means(model, factors, sigma=None):
     """Pre-activation means Tr(Σ M_k)/√d of finite factors (kinds with a mean; Σ = ``sigma``, I if None), else None."""
-    return model.family.means(factors, sigma)
+    return model.family.matrices.means(factors, sigma)
 
 
 def _complete(model, specs):
@@ -78,11 +78,11 @@ def sample_factors(model, specs, d, seed, data=None):
         if spec.kind == "from-file":
             factors.append(load_factors(model, spec.path, d))
         elif spec.kind == "identity":
-            factors.append(family.identity_factor(spec.c, d))
+            factors.append(family.matrices.identity_factor(spec.c, d))
         elif spec.kind == "aligned":
-            factors.append(family.aligned_factor(spec.c, data.power(d, spec.exponent / 2)))
+            factors.append(family.matrices.aligned_factor(spec.c, data.power(d, spec.exponent / 2)))
         else:
-            factors.append(family.sample_factor(spec, d, rng))
+            factors.append(family.matrices.sample_factor(spec, d, rng))
     return factors
 
 
@@ -103,8 +103,8 @@ def load_factors(model, path, d=None):
     """
     family = model.family
     arrays = _read_npz(path, family.file_arrays)
-    factor = family.file_factor(arrays, path)
-    size = family.dimension(factor)
+    factor = family.matrices.file_factor(arrays, path)
+    size = family.matrices.dimension(factor)
     for array in arrays.values():
         if array.shape[0] != size:
             raise ModelError(f"{path}: every array must have {size} rows (d), got shape {array.shape}")

@@ -293,7 +293,7 @@ class Program:
         return values
 
     def family_arrays(self, values):
-        """The coefficient values as the kind's family arrays (the layout of `ModelKind.factor_velocities`):
+        """The coefficient values as the kind's family arrays (the layout of `KindMatrices.factor_velocities`):
         ``{family: (K, K) or (K,) array, "gamma": float}``; entries without a slot are 0. ``values``:
         as for `coefficient_vector`."""
         vector, K = self.coefficient_vector(values), self.model.K

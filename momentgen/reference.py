@@ -4,7 +4,7 @@ Online SGD (MATH.md §1): fresh tokens ``x_1..x_L`` with ``E[x_ia x_jb] = C_ij �
 covariance, MATH.md §10: x = Σ^{1/2} z, O(B d) for a diagonal Σ), a
 minibatch of ``B`` samples, the batch-averaged gradient, learning rate ``η`` and weight
 decay ``γ``: ``P ← P − η ∇_P ℓ − (ηγ/d) P`` for every trainable factor. The step of each kind
-is the kind's own (`ModelKind.sgd_step`: analytic, BLAS-shaped, no Python loop over samples);
+is the kind's own (`KindMatrices.sgd_step`: analytic, BLAS-shaped, no Python loop over samples);
 the loss gradient ∂ℓ/∂G is compiled once per loss. Memory is O(K d² + B L d).
 
 Time axes: SGD step ``n`` maps to the theory's axis by the kind's `steps_per_time` (tied
@@ -164,7 +164,7 @@ class SGDRun:
     def __init__(self, model, loss, C, factors, lr, batch, gamma, rng, gradient=None, data=ISOTROPIC):
         self.model, self.family, self.L, self.data = model, model.family, loss.L, data
         self.factors = [tuple(np.array(f) for f in x) if isinstance(x, tuple) else np.array(x) for x in factors]
-        self.d = self.family.dimension(self.factors[0]) if self.factors else 0
+        self.d = self.family.matrices.dimension(self.factors[0]) if self.factors else 0
         self.lr, self.batch, self.gamma, self.rng = lr, batch, gamma, rng
         self.C = np.eye(self.L) if C is None else np.asarray(C, float)
         w, V = np.linalg.eigh(self.C)
@@ -194,14 +194,14 @@ class SGDRun:
 
     def step(self):
         batch = Batch(self.tokens(), self.gradient, self.C, self.covariance()[0])
-        moved = self.family.sgd_step(self.model, self.factors, batch, self.lr, self.gamma)
+        moved = self.family.matrices.sgd_step(self.model, self.factors, batch, self.lr, self.gamma)
         if moved is None:
             return False
         self.factors = moved
         return True
 
     def means(self):
-        return self.family.means(self.factors, self.data.letter(self.model, self.d))
+        return self.family.matrices.means(self.factors, self.data.letter(self.model, self.d))
 
 
 class _StepRates:
@@ -222,7 +222,7 @@ class _StepRates:
 class RiskProbe:
     """The population risk ``E[ℓ]`` of finite-d factors, estimated on fresh samples of its own stream.
 
-    The pre-activations are the kind's own (they are read off `ModelKind.sgd_step` at lr = 0 through a
+    The pre-activations are the kind's own (they are read off `KindMatrices.sgd_step` at lr = 0 through a
     recording gradient), ℓ is compiled from the loss: independent of the theory's Φ. ``measure``
     returns (mean, standard error) over ``samples`` samples, drawn in batches of at most 512.
     """
@@ -239,7 +239,7 @@ class RiskProbe:
 
     def measure(self, factors):
         losses, left = [], self.samples
-        self.sampler.factors, self.sampler.d = factors, self.model.family.dimension(factors[0])
+        self.sampler.factors, self.sampler.d = factors, self.model.family.matrices.dimension(factors[0])
         while left > 0:
             self.sampler.batch = min(left, self.chunk)
             self.sampler.step()
@@ -437,7 +437,7 @@ def matrix_flow(model, factors, source, *, times, words, rtol=1e-9, atol=1e-11, 
     cannot pass ends the run early (``info["status"]``). ``data``: the tokens' covariance Σ (a fixed letter).
     """
     texts, codes = _word_codes(model, words)
-    d = model.family.dimension(factors[0])
+    d = model.family.matrices.dimension(factors[0])
     run = run_flow(
         model,
         factors,

@@ -261,10 +261,15 @@ def _drift(config, start, dims, kappa, curve_kappa, plan, say):
     for d in dims:
         say(f"drift check: d = {d}, {steps} SGD steps from one state")
         factors = start.factors(d, 0)
-        if model.family.means(factors) is not None:  # at t = 0 a mean is not slaved: the state after the fast phase
+        if (
+            model.family.matrices.means(factors) is not None
+        ):  # at t = 0 a mean is not slaved: the state after the fast phase
             factors = _after_fast_phase(config, factors, program, potential)
         sigma = config.sigma_of(factors)
-        states[d] = (empirical_moments(model, factors, program.word_codes, sigma), model.family.means(factors, sigma))
+        states[d] = (
+            empirical_moments(model, factors, program.word_codes, sigma),
+            model.family.matrices.means(factors, sigma),
+        )
         theory = Truncation(program, potential, gamma, means=states[d][1], kappa=curve_kappa).rhs(0.0, states[d][0])
         mean, se = mean_increments(
             model, config.loss(), factors, lr=kappa * batch / d, batch=batch, words=words, steps=steps,
@@ -325,7 +330,7 @@ def _after_fast_phase(config, factors, program, potential):
     model, gamma = config.model, config.section("model")["gamma"]
     sigma = config.sigma_of(factors)
     for _ in range(3):  # the shift moves the even words by O(m²/d): m*(q) of the shifted state, again
-        truncation = Truncation(program, potential, gamma, means=model.family.means(factors, sigma))
+        truncation = Truncation(program, potential, gamma, means=model.family.matrices.means(factors, sigma))
         m_star = truncation.slaved_mean(empirical_moments(model, factors, program.word_codes, sigma))
         factors = [
             shift_to_mean(*f, m_star[k - 1], sigma) if k in model.trainable else f for k, f in enumerate(factors, 1)

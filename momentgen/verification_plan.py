@@ -110,12 +110,12 @@ class _States:
         self.config, self.model = config, config.model
         self.base = config.start_factors()
         self.fixed = self.base is not None
-        if self.fixed and self.model.family.means(self.base) is not None:  # a kind with a mean
+        if self.fixed and self.model.family.matrices.means(self.base) is not None:  # a kind with a mean
             raise ConfigError(
                 "verify lifts a from-file state to 2d by F ⊗ I₂, which changes an untied mean Tr(M)/√d: "
                 "verify this configuration with a gaussian init of the same law"
             )
-        d = self.model.family.dimension(self.base[0]) if self.fixed else None
+        d = self.model.family.matrices.dimension(self.base[0]) if self.fixed else None
         self.dims = (d, 2 * d) if self.fixed else None
 
     def factors(self, d, seed):

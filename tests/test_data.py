@@ -136,7 +136,9 @@ def test_expected_sgd_step_with_sigma_is_the_matrix_flow(kind):
         for r in (0, 1)
     ]
     coefficients = {**family.potential_families(Potential(LINEAR, kind).at(*Q)), "gamma": 0.0}
-    velocity = family.factor_velocities(model, factors, coefficients, letters)[0] * (4 / d if kind == "tied" else 1 / d)
+    velocity = family.matrices.factor_velocities(model, factors, coefficients, letters)[0] * (
+        4 / d if kind == "tied" else 1 / d
+    )
     assert np.linalg.norm(step - velocity) <= 0.05 * np.linalg.norm(velocity)
 
 

@@ -32,7 +32,7 @@ def ito_term(model, factors, codes, N1, N2, rng, samples=40, epsilon=1e-4, sigma
     """E over Gaussian noise matrices H (E[H_ab H_cd] = (N1 δ_ac δ_bd + N2 δ_ad δ_bc)/d; with a data covariance
     ``sigma``, R H Rᵀ with R Rᵀ = Σ) of the second-order change of each word's (1/d) Tr when the factors move by the
     kind's `noise_increments(F, εH)` — by antithetic differences on the matrices themselves, no hierarchy code."""
-    family, d = model.family, model.family.dimension(factors[0])
+    family, d = model.family, model.family.matrices.dimension(factors[0])
     base = trace_moments(codes, letter_matrices(model.kind, factors, sigma))
     root = None if sigma is None else np.linalg.cholesky(sigma)
     total = np.zeros(len(codes))
@@ -42,7 +42,7 @@ def ito_term(model, factors, codes, N1, N2, rng, samples=40, epsilon=1e-4, sigma
             H = [root @ h @ root.T for h in H]
         moved = []
         for sign in (1, -1):
-            step = family.noise_increments(model, factors, [sign * epsilon * h for h in H])
+            step = family.matrices.noise_increments(model, factors, [sign * epsilon * h for h in H])
             shifted = [
                 tuple(a + b for a, b in zip(f, s)) if isinstance(f, tuple) else f + s for f, s in zip(factors, step)
             ]

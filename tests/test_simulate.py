@@ -75,7 +75,9 @@ def test_expected_sgd_step_is_the_matrix_flow(kind):
         Psi = np.array([[mu[3], mu[4]], [mu[4], mu[5]]])
         value = potential.evaluate(Omega=Omega, Psi=Psi)
     coefficients = {**model.family.potential_families(value), "gamma": 0.0}
-    velocity = model.family.factor_velocities(model, factors, coefficients)[0] * (4 / d if kind == "tied" else 1 / d)
+    velocity = model.family.matrices.factor_velocities(model, factors, coefficients)[0] * (
+        4 / d if kind == "tied" else 1 / d
+    )
     assert np.linalg.norm(step - velocity) <= 0.05 * np.linalg.norm(velocity)
 
 

@@ -178,7 +178,7 @@ class Config:
         factors = self.start_factors()
         if factors is not None:
             return means(self.model, factors, self.sigma_of(factors))
-        return self.model.family.configured_means(self.inits())
+        return self.model.family.laws.configured_means(self.inits())
 
     def schedules(self):
         """The learning-rate and batch-size `Schedule` s of ``[sgd]`` (a from-file table read relative to the
@@ -252,7 +252,7 @@ class Config:
 
     def sigma_of(self, factors):
         """The letter Σ at the dimension of finite ``factors`` (None for isotropic tokens)."""
-        return self.data().letter(self.model, self.model.family.dimension(factors[0]))
+        return self.data().letter(self.model, self.model.family.matrices.dimension(factors[0]))
 
     def input_paths(self):
         """The files this configuration reads: its own source and every from-file init's path (an output

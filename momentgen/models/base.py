@@ -16,12 +16,14 @@ needs kind-specific behaviour asks the kind through this protocol. What a kind d
 4. **the hierarchy** — `rules` (substitution of a trainable letter by a product of letters,
    times a coefficient family entry), `weight_decay_factor`, `required_words`, and `closed`
    when the hierarchy closes on degree ≤ 2 (then the zero closure is exact);
-5. **finite matrices** — the factor layout, `index_letters` (one index's letters;
+5. **finite matrices** — a separate object, ``kind.matrices`` (`KindMatrices`, the role the reference
+   side and the flow engine use): the factor layout, `index_letters` (one index's letters;
    `letter_matrices` of all), `factor_velocities` (the matrix flow of MATH.md §3–§5), `sgd_step`
-   (one online-SGD step, the reference side), sampling, identity and file factors, and the d = ∞
-   laws of Gaussian factors (`letter_factors`, `matrix_laws`) for exact initial moments;
-6. **quadrature states** — which letters drive the flow, and the factor form of compressed
-   letters (`factor_parts`);
+   (one online-SGD step), `noise_increments`, `means`, sampling, identity, aligned and file factors;
+6. **d = ∞ laws and quadrature states** — ``kind.laws`` (`KindLaws`): the configured means, the laws of
+   Gaussian factors (`letter_factors`, `matrix_laws`) for exact initial moments, which letters drive
+   the flow, a quadrature state's components, spectral laws and edges, and the factor form of
+   compressed letters (`factor_parts`);
 7. **the finite-learning-rate term** (docs/FINITE_LR.md) — how the SGD noise matrix ``h_k`` of
    an index moves its factors (`noise_increments`) and, to first and second order in it, its
    letters (`noise_first`, `noise_second`), and the constant `noise_scale`.
@@ -154,6 +156,130 @@ def identity_or_none(spec):
 NOISE_FAMILIES = ("N1", "N2")
 
 
+class KindMatrices:
+    """A kind on finite matrices: the letters of factors, the matrix flow, one SGD step, noise increments,
+    means, sampled, identity, aligned and file factors (the reference side and the flow engine)."""
+
+    def __init__(self, kind):
+        self.kind = kind
+
+    def index_letters(self, factor):
+        """The letter matrices of one index's factor, in the order of `letter_kinds`."""
+        raise NotImplementedError
+
+    def letter_matrices(self, factors, sigma=None):
+        """The letter matrices (letter-code order) of factors in this kind's layout, and Σ (``sigma``) last if given."""
+        letters = [letter for factor in factors for letter in self.index_letters(factor)]
+        return letters if sigma is None else letters + [sigma]
+
+    def factor_velocities(self, model, factors, coefficients, letters=None):
+        """d/dt of each factor under the matrix flow; fixed indices 0. ``coefficients`` maps family
+        names to arrays (see `coefficient_arrays`) plus ``"gamma"``; ``letters``: the factors'
+        `letter_matrices` when the caller has them already (computed here otherwise)."""
+        raise NotImplementedError
+
+    def sgd_step(self, model, factors, batch, lr, gamma):
+        """One online-SGD step (MATH.md §1) from ``batch`` (a `Batch`: tokens, loss gradient, C);
+        returns the new factors, or None when the step met a non-finite number."""
+        raise NotImplementedError
+
+    def noise_increments(self, model, factors, H):
+        """The change of each factor when the noise matrices of the indices are ``H`` (list of d × d,
+        one per index): the linear map h → Δfactor of one SGD step's fluctuation, without −η (the
+        stochastic matrix model of `momentgen.flow` and docs/FINITE_LR.md). Fixed indices: 0."""
+        raise ModelError(f"the {self.kind.name} model has no finite-learning-rate term")
+
+    def means(self, factors, sigma=None):
+        """Untied pre-activation means Tr(Σ M_k)/√d of finite factors (array; Σ = ``sigma``, I when None), or None."""
+        return None
+
+    def dimension(self, factor):
+        """d of one index's factor."""
+        return factor.shape[0]
+
+    def sample_factor(self, spec, d, rng):
+        """One index's Gaussian factor at dimension d (the draws' order is part of the seed's meaning)."""
+        raise NotImplementedError
+
+    def identity_factor(self, c, d):
+        """One index's factor of the letter c·I."""
+        raise NotImplementedError
+
+    def aligned_factor(self, c, root):
+        """One index's factor of the letter ``c Σ^b`` aligned with the data (MATH.md §10), given ``root`` = Σ^{b/2}."""
+        raise ModelError(f"the {self.kind.name} model has no aligned init")
+
+    def file_factor(self, arrays, path):
+        """One index's factor from the arrays of an .npz (already size- and value-checked)."""
+        raise NotImplementedError
+
+
+class KindLaws:
+    """A kind at d = ∞: law factors, Gaussian letter factors, the quadrature state's components, spectral
+    laws and edges, factor parts (exact initial moments and the quadrature closure)."""
+
+    def __init__(self, kind):
+        self.kind = kind
+
+    def configured_means(self, inits):
+        """The initial means m_k the init specs ({k: `InitSpec`}) ask for (array over k), or None (a centred kind)."""
+        return None
+
+    def law_factor(self, spec, n, rng, gaussian):
+        """One index's n-dimensional factor following the d = ∞ law (`gaussian(scale, width)` draws
+        a factor with spectrum at the free Poisson quantiles and Haar rotations)."""
+        raise NotImplementedError
+
+    def letter_factors(self, k, spec):
+        """{letter kind: (scalar, factors)}: each letter of index k as a scalar times a product of
+        Gaussian factors ``((name, k), transposed)``; an identity letter is a scalar."""
+        if identity_or_none(spec):
+            return {kind: (spec.c, ()) for kind in self.kind.letter_kinds}
+        return self._gaussian_letter_factors(k)
+
+    def _gaussian_letter_factors(self, k):
+        raise NotImplementedError
+
+    def matrix_laws(self, k, spec):
+        """{(name, k): (variance·d, width ratio of its inner index, symmetric)} of index k's Gaussian factors."""
+        raise NotImplementedError
+
+    def driving_letters(self, model):
+        """Codes of the letters that enter the velocities (the rest ride along as passengers)."""
+        return [c for k in range(1, model.K + 1) for c in self.kind.letter_codes(k)]
+
+    def representation_component(self, k, spec, n, exact_oracle, generators, tol):
+        """A graded `momentgen.representation.Component` of index k's letters at d = ∞ from a
+        Gaussian ``spec`` (identity letters are scalars, handled by the caller);
+        ``exact_oracle(words)`` gives the index's own exact moments, ``generators`` the letter codes
+        that span the space (the others ride along as passengers). Default: Gram–Schmidt on those moments (letters
+        that are not normal, e.g. untied M or direct S, have no Jacobi matrix); kinds with one override it."""
+        codes = self.kind.letter_codes(k)
+        generators = codes if generators is None else [c for c in codes if c in generators]
+        passengers = [c for c in codes if c not in generators]
+        return gram_component(generators, self.kind.transpose_table(k), exact_oracle, n, tol, passengers)
+
+    def spectral_law(self, k, spec):
+        """The d = ∞ spectral law (`momentgen.edge.SpectralLaw`) of index k's one letter under a Gaussian
+        ``spec``, when it is known in closed form and has no atom (the edge-adapted rule needs it); else None."""
+        return None
+
+    def kernel_projectors(self, factors):
+        """{letter code: projector onto its kernel} of finite factors' letters of deficient rank whose
+        kernel the flow keeps (the rank split of `momentgen.representation.gram_component`)."""
+        return {}
+
+    def spectral_edges(self, factors):
+        """{letter code: smallest non-zero eigenvalue} of finite factors' positive letters (Radau nodes)."""
+        return {}
+
+    def factor_parts(self, letters, tol, roots=None):
+        """Factors (this kind's layout) of compressed letter matrices, so the flow moves factors; ``roots``:
+        {letter code: exact root factor} to use instead of one computed from the letter
+        (`momentgen.representation.Representation.roots`)."""
+        raise ModelError(f"the {self.kind.name} model's hierarchy is closed: it needs no quadrature representation")
+
+
 class ModelKind:
     """Base class of a model kind; see the module docstring for the contract."""
 
@@ -180,6 +306,13 @@ class ModelKind:
     noise_first = {}
     noise_second = {}
     noise_scale = None
+    # The kind's other roles (objects it provides; see their classes): finite matrices and d = ∞ laws.
+    matrices_role = KindMatrices
+    laws_role = KindLaws
+
+    def __init__(self):
+        self.matrices = self.matrices_role(self)
+        self.laws = self.laws_role(self)
 
     # ---- letters -------------------------------------------------------------------------------
     def code(self, letter_kind, k):
@@ -311,121 +444,13 @@ class ModelKind:
         return {}
 
     # ---- finite matrices ------------------------------------------------------------------------
-    def index_letters(self, factor):
-        """The letter matrices of one index's factor, in the order of `letter_kinds`."""
-        raise NotImplementedError
-
-    def letter_matrices(self, factors, sigma=None):
-        """The letter matrices (letter-code order) of factors in this kind's layout, and Σ (``sigma``) last if given."""
-        letters = [letter for factor in factors for letter in self.index_letters(factor)]
-        return letters if sigma is None else letters + [sigma]
-
-    def factor_velocities(self, model, factors, coefficients, letters=None):
-        """d/dt of each factor under the matrix flow; fixed indices 0. ``coefficients`` maps family
-        names to arrays (see `coefficient_arrays`) plus ``"gamma"``; ``letters``: the factors'
-        `letter_matrices` when the caller has them already (computed here otherwise)."""
-        raise NotImplementedError
-
-    def sgd_step(self, model, factors, batch, lr, gamma):
-        """One online-SGD step (MATH.md §1) from ``batch`` (a `Batch`: tokens, loss gradient, C);
-        returns the new factors, or None when the step met a non-finite number."""
-        raise NotImplementedError
-
-    def noise_increments(self, model, factors, H):
-        """The change of each factor when the noise matrices of the indices are ``H`` (list of d × d,
-        one per index): the linear map h → Δfactor of one SGD step's fluctuation, without −η (the
-        stochastic matrix model of `momentgen.flow` and docs/FINITE_LR.md). Fixed indices: 0."""
-        raise ModelError(f"the {self.name} model has no finite-learning-rate term")
-
-    def means(self, factors, sigma=None):
-        """Untied pre-activation means Tr(Σ M_k)/√d of finite factors (array; Σ = ``sigma``, I when None), or None."""
-        return None
-
-    def configured_means(self, inits):
-        """The initial means m_k the init specs ({k: `InitSpec`}) ask for (array over k), or None (a centred kind)."""
-        return None
-
     def mean_weights(self, C):
         """The weights c of the pre-activations' mean at d = ∞, ``E G_ijk = c_ij m_k`` flattened over token pairs
         (MATH.md §2): 0 for a centred kind (a kind with a mean: vec C)."""
         return np.zeros(np.size(C))
 
-    def dimension(self, factor):
-        """d of one index's factor."""
-        return factor.shape[0]
-
-    def sample_factor(self, spec, d, rng):
-        """One index's Gaussian factor at dimension d (the draws' order is part of the seed's meaning)."""
-        raise NotImplementedError
-
-    def identity_factor(self, c, d):
-        """One index's factor of the letter c·I."""
-        raise NotImplementedError
-
-    def aligned_factor(self, c, root):
-        """One index's factor of the letter ``c Σ^b`` aligned with the data (MATH.md §10), given ``root`` = Σ^{b/2}."""
-        raise ModelError(f"the {self.name} model has no aligned init")
-
-    def file_factor(self, arrays, path):
-        """One index's factor from the arrays of an .npz (already size- and value-checked)."""
-        raise NotImplementedError
-
-    def law_factor(self, spec, n, rng, gaussian):
-        """One index's n-dimensional factor following the d = ∞ law (`gaussian(scale, width)` draws
-        a factor with spectrum at the free Poisson quantiles and Haar rotations)."""
-        raise NotImplementedError
-
     # ---- d = ∞ laws of Gaussian factors (exact initial moments, MATH.md §2) ---------------------------
-    def letter_factors(self, k, spec):
-        """{letter kind: (scalar, factors)}: each letter of index k as a scalar times a product of
-        Gaussian factors ``((name, k), transposed)``; an identity letter is a scalar."""
-        if identity_or_none(spec):
-            return {kind: (spec.c, ()) for kind in self.letter_kinds}
-        return self._gaussian_letter_factors(k)
-
-    def _gaussian_letter_factors(self, k):
-        raise NotImplementedError
-
-    def matrix_laws(self, k, spec):
-        """{(name, k): (variance·d, width ratio of its inner index, symmetric)} of index k's Gaussian factors."""
-        raise NotImplementedError
-
     # ---- quadrature states --------------------------------------------------------------------
-    def driving_letters(self, model):
-        """Codes of the letters that enter the velocities (the rest ride along as passengers)."""
-        return [c for k in range(1, model.K + 1) for c in self.letter_codes(k)]
-
-    def representation_component(self, k, spec, n, exact_oracle, generators, tol):
-        """A graded `momentgen.representation.Component` of index k's letters at d = ∞ from a
-        Gaussian ``spec`` (identity letters are scalars, handled by the caller);
-        ``exact_oracle(words)`` gives the index's own exact moments, ``generators`` the letter codes
-        that span the space (the others ride along as passengers). Default: Gram–Schmidt on those moments (letters
-        that are not normal, e.g. untied M or direct S, have no Jacobi matrix); kinds with one override it."""
-        codes = self.letter_codes(k)
-        generators = codes if generators is None else [c for c in codes if c in generators]
-        passengers = [c for c in codes if c not in generators]
-        return gram_component(generators, self.transpose_table(k), exact_oracle, n, tol, passengers)
-
-    def spectral_law(self, k, spec):
-        """The d = ∞ spectral law (`momentgen.edge.SpectralLaw`) of index k's one letter under a Gaussian
-        ``spec``, when it is known in closed form and has no atom (the edge-adapted rule needs it); else None."""
-        return None
-
-    def kernel_projectors(self, factors):
-        """{letter code: projector onto its kernel} of finite factors' letters of deficient rank whose
-        kernel the flow keeps (the rank split of `momentgen.representation.gram_component`)."""
-        return {}
-
-    def spectral_edges(self, factors):
-        """{letter code: smallest non-zero eigenvalue} of finite factors' positive letters (Radau nodes)."""
-        return {}
-
-    def factor_parts(self, letters, tol, roots=None):
-        """Factors (this kind's layout) of compressed letter matrices, so the flow moves factors; ``roots``:
-        {letter code: exact root factor} to use instead of one computed from the letter
-        (`momentgen.representation.Representation.roots`)."""
-        raise ModelError(f"the {self.name} model's hierarchy is closed: it needs no quadrature representation")
-
     def __repr__(self):
         return f"<model kind {self.name!r}>"
 

@@ -13,12 +13,87 @@ not close, so neither does the hierarchy.
 import numpy as np
 
 from ..errors import ModelError
-from .base import Family, ModelKind, Rule, sandwich, sigma_letter, token_mix, token_pairs
+from .base import Family, KindLaws, KindMatrices, ModelKind, Rule, sandwich, sigma_letter, token_mix, token_pairs
 
 __all__ = ["DIRECT", "Direct"]
 
 
+class DirectMatrices(KindMatrices):
+    """The direct kind on finite matrices: the letters of factors, the matrix flow, one SGD step, noise increments,
+    means, sampled, identity, aligned and file factors (the reference side and the flow engine)."""
+
+    def index_letters(self, factor):
+        return [factor, factor.T]
+
+    def factor_velocities(self, model, factors, coefficients, letters=None):
+        A, B, gamma = coefficients["A"], coefficients["B"], coefficients["gamma"]
+        sigma = sigma_letter(model, self.letter_matrices(factors) if letters is None else letters)
+        return [
+            -2 * sandwich(sigma, sum(A[k - 1, l] * factors[l] + B[k - 1, l] * factors[l].T for l in range(model.K)))
+            - gamma * S
+            if k in model.trainable
+            else np.zeros_like(S)
+            for k, S in enumerate(factors, start=1)
+        ]
+
+    def sgd_step(self, model, factors, batch, lr, gamma):
+        """G_ij = x_iᵀ S x_j: ∇_S ℓ = Xᵀ(g X)/√d − ⟨g, C⟩ I/√d."""
+        flat, d, B = batch.flat, factors[0].shape[0], batch.X.shape[0]
+        root_d, decay = np.sqrt(d), 1 - lr * gamma / d
+        SX = [batch.rows(flat @ S.T) for S in factors]  # row b, i: (S x_bi)ᵀ
+        traces = [batch.trace_with(S) for S in factors]  # Tr(Σ S)
+        G = np.stack([(token_pairs(batch.X, sx) - batch.C * t) / root_d for sx, t in zip(SX, traces)], axis=-1)
+        g = batch.gradient(G)
+        if not np.all(np.isfinite(g)):
+            return None
+        out = list(factors)
+        for k in model.trainable:
+            gk = g[..., k - 1]
+            grad = flat.T @ token_mix(gk, batch.X) / (root_d * B)
+            grad -= np.einsum("bij,ij->", gk, batch.C) / (root_d * B) * batch.covariance(d)
+            out[k - 1] = decay * factors[k - 1] - lr * grad
+        return out
+
+    def noise_increments(self, model, factors, H):
+        return [-H[k - 1] if k in model.trainable else np.zeros_like(S) for k, S in enumerate(factors, start=1)]
+
+    def sample_factor(self, spec, d, rng):
+        return rng.standard_normal((d, d)) * spec.scale / np.sqrt(d)
+
+    def identity_factor(self, c, d):
+        return c * np.eye(d)
+
+    def aligned_factor(self, c, root):
+        return c * root @ root
+
+    def file_factor(self, arrays, path):
+        S = arrays["S"]
+        if S.shape[0] != S.shape[1]:
+            raise ModelError(f"{path}: array S must be square for the direct model, got shape {S.shape}")
+        return S
+
+
+class DirectLaws(KindLaws):
+    """The direct kind at d = ∞: law factors, Gaussian letter factors, the quadrature state's components, spectral
+    laws and edges, factor parts (exact initial moments and the quadrature closure)."""
+
+    def law_factor(self, spec, n, rng, gaussian):
+        return gaussian(spec.scale, n)
+
+    def _gaussian_letter_factors(self, k):
+        S = ("S", k)
+        return {"S": (1.0, ((S, False),)), "S^T": (1.0, ((S, True),))}
+
+    def matrix_laws(self, k, spec):
+        return {("S", k): (spec.scale**2, 1.0, False)}
+
+    def factor_parts(self, letters, tol, roots=None):
+        return list(letters[0::2])  # S_k (its transpose is S_kᵀ)
+
+
 class Direct(ModelKind):
+    matrices_role = DirectMatrices
+    laws_role = DirectLaws
     name = "direct"
     letter_kinds = ("S", "S^T")
     transposes = (1, 0)
@@ -74,70 +149,8 @@ class Direct(ModelKind):
         return {"p12": series("S1 S2") - t, "p12_Omega": series("S1 S2^T") - t}
 
     # ---- finite matrices ---------------------------------------------------------------------------
-    def index_letters(self, factor):
-        return [factor, factor.T]
-
-    def factor_velocities(self, model, factors, coefficients, letters=None):
-        A, B, gamma = coefficients["A"], coefficients["B"], coefficients["gamma"]
-        sigma = sigma_letter(model, self.letter_matrices(factors) if letters is None else letters)
-        return [
-            -2 * sandwich(sigma, sum(A[k - 1, l] * factors[l] + B[k - 1, l] * factors[l].T for l in range(model.K)))
-            - gamma * S
-            if k in model.trainable
-            else np.zeros_like(S)
-            for k, S in enumerate(factors, start=1)
-        ]
-
-    def sgd_step(self, model, factors, batch, lr, gamma):
-        """G_ij = x_iᵀ S x_j: ∇_S ℓ = Xᵀ(g X)/√d − ⟨g, C⟩ I/√d."""
-        flat, d, B = batch.flat, factors[0].shape[0], batch.X.shape[0]
-        root_d, decay = np.sqrt(d), 1 - lr * gamma / d
-        SX = [batch.rows(flat @ S.T) for S in factors]  # row b, i: (S x_bi)ᵀ
-        traces = [batch.trace_with(S) for S in factors]  # Tr(Σ S)
-        G = np.stack([(token_pairs(batch.X, sx) - batch.C * t) / root_d for sx, t in zip(SX, traces)], axis=-1)
-        g = batch.gradient(G)
-        if not np.all(np.isfinite(g)):
-            return None
-        out = list(factors)
-        for k in model.trainable:
-            gk = g[..., k - 1]
-            grad = flat.T @ token_mix(gk, batch.X) / (root_d * B)
-            grad -= np.einsum("bij,ij->", gk, batch.C) / (root_d * B) * batch.covariance(d)
-            out[k - 1] = decay * factors[k - 1] - lr * grad
-        return out
-
-    def noise_increments(self, model, factors, H):
-        return [-H[k - 1] if k in model.trainable else np.zeros_like(S) for k, S in enumerate(factors, start=1)]
-
-    def sample_factor(self, spec, d, rng):
-        return rng.standard_normal((d, d)) * spec.scale / np.sqrt(d)
-
-    def identity_factor(self, c, d):
-        return c * np.eye(d)
-
-    def aligned_factor(self, c, root):
-        return c * root @ root
-
-    def file_factor(self, arrays, path):
-        S = arrays["S"]
-        if S.shape[0] != S.shape[1]:
-            raise ModelError(f"{path}: array S must be square for the direct model, got shape {S.shape}")
-        return S
-
-    def law_factor(self, spec, n, rng, gaussian):
-        return gaussian(spec.scale, n)
-
     # ---- d = ∞ laws ---------------------------------------------------------------------------------
-    def _gaussian_letter_factors(self, k):
-        S = ("S", k)
-        return {"S": (1.0, ((S, False),)), "S^T": (1.0, ((S, True),))}
-
-    def matrix_laws(self, k, spec):
-        return {("S", k): (spec.scale**2, 1.0, False)}
-
     # ---- quadrature states (a hierarchy with the letter Σ does not close) -----------------------------
-    def factor_parts(self, letters, tol, roots=None):
-        return list(letters[0::2])  # S_k (its transpose is S_kᵀ)
 
 
 DIRECT = Direct()

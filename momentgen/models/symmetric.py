@@ -30,6 +30,8 @@ import numpy as np
 from ..representation import jacobi_component
 from .base import (
     Family,
+    KindLaws,
+    KindMatrices,
     ModelKind,
     Rule,
     sandwich,
@@ -44,48 +46,10 @@ from .base import (
 __all__ = ["SYMMETRIC", "Symmetric", "semicircle_quantiles"]
 
 
-class Symmetric(ModelKind):
-    name = "symmetric"
-    letter_kinds = ("S",)
-    transposes = (0,)
-    time_scale = "tau = n eta / d"
-    time_symbol = "tau"
-    centred = True
-    closed = True
-    families = (Family("Gamma", -2.0, "dPhi/dq", latex=r"\Gamma"),)
-    weight_decay_factor = -1.0
-    file_arrays = (("S",),)
+class SymmetricMatrices(KindMatrices):
+    """The symmetric kind on finite matrices: the letters of factors, the matrix flow, one SGD step, noise increments,
+    means, sampled, identity, aligned and file factors (the reference side and the flow engine)."""
 
-    positive_letters = False
-    state_names = {"q": ("Q1", "Q2")}
-    # SGD noise: ΔS_k = −η (h + hᵀ)/2 (τ = nη/d): written with unit signs, the ½·½ goes to the scale.
-    noise_first = {"S": (((), "+", ()), ((), "-", ()))}
-    noise_scale = 0.25
-
-    def steps_per_time(self, d, lr):
-        return d / lr
-
-    def order_words(self, k, l):
-        return f"S{k} S{l}", f"S{k} S{l}"
-
-    def potential_families(self, value):
-        return {"Gamma": value.dQ1 + value.dQ2}
-
-    def rules(self, model):
-        """dS_k/dτ = −2 Σ_l Γ_kl S_l: S_k ↦ S_l (Σ S_l Σ with Σ)."""
-        return [
-            Rule(self.code("S", k), "Gamma", k, l, self.weighted(model, self.code("S", l)))
-            for k in model.trainable
-            for l in range(1, model.K + 1)
-        ]
-
-    def required_words(self, model):
-        return single_letter_words(model)
-
-    def derived(self, series, K):
-        return single_letter_overlap(series)
-
-    # ---- finite matrices ---------------------------------------------------------------------------
     def index_letters(self, factor):
         return [factor]
 
@@ -136,25 +100,76 @@ class Symmetric(ModelKind):
     def file_factor(self, arrays, path):
         return symmetric_file_matrix(arrays["S"], path, "symmetric")
 
+
+class SymmetricLaws(KindLaws):
+    """The symmetric kind at d = ∞: law factors, Gaussian letter factors, the quadrature state's components, spectral
+    laws and edges, factor parts (exact initial moments and the quadrature closure)."""
+
     def law_factor(self, spec, n, rng, gaussian):
         Q, R = np.linalg.qr(rng.standard_normal((n, n)))
         Q = Q * np.sign(np.diag(R))
         return (Q * semicircle_quantiles(n, spec.scale)) @ Q.T
 
-    # ---- d = ∞ laws ---------------------------------------------------------------------------------
     def _gaussian_letter_factors(self, k):
         return {"S": (1.0, ((("S", k), False),))}
 
     def matrix_laws(self, k, spec):
         return {("S", k): (spec.scale**2, 1.0, True)}
 
-    # ---- quadrature states (a hierarchy with the letter Σ does not close) -----------------------------
     def representation_component(self, k, spec, n, exact_oracle, generators, tol):
         """The semicircle letter by its Jacobi matrix (diagonal 0, off-diagonal σ)."""
-        return jacobi_component(self.code("S", k), np.zeros(n + 1), np.full(n, spec.scale))
+        return jacobi_component(self.kind.code("S", k), np.zeros(n + 1), np.full(n, spec.scale))
 
     def factor_parts(self, letters, tol, roots=None):
         return list(letters)
+
+
+class Symmetric(ModelKind):
+    matrices_role = SymmetricMatrices
+    laws_role = SymmetricLaws
+    name = "symmetric"
+    letter_kinds = ("S",)
+    transposes = (0,)
+    time_scale = "tau = n eta / d"
+    time_symbol = "tau"
+    centred = True
+    closed = True
+    families = (Family("Gamma", -2.0, "dPhi/dq", latex=r"\Gamma"),)
+    weight_decay_factor = -1.0
+    file_arrays = (("S",),)
+
+    positive_letters = False
+    state_names = {"q": ("Q1", "Q2")}
+    # SGD noise: ΔS_k = −η (h + hᵀ)/2 (τ = nη/d): written with unit signs, the ½·½ goes to the scale.
+    noise_first = {"S": (((), "+", ()), ((), "-", ()))}
+    noise_scale = 0.25
+
+    def steps_per_time(self, d, lr):
+        return d / lr
+
+    def order_words(self, k, l):
+        return f"S{k} S{l}", f"S{k} S{l}"
+
+    def potential_families(self, value):
+        return {"Gamma": value.dQ1 + value.dQ2}
+
+    def rules(self, model):
+        """dS_k/dτ = −2 Σ_l Γ_kl S_l: S_k ↦ S_l (Σ S_l Σ with Σ)."""
+        return [
+            Rule(self.code("S", k), "Gamma", k, l, self.weighted(model, self.code("S", l)))
+            for k in model.trainable
+            for l in range(1, model.K + 1)
+        ]
+
+    def required_words(self, model):
+        return single_letter_words(model)
+
+    def derived(self, series, K):
+        return single_letter_overlap(series)
+
+    # ---- finite matrices ---------------------------------------------------------------------------
+    # ---- d = ∞ laws ---------------------------------------------------------------------------------
+    # ---- quadrature states (a hierarchy with the letter Σ does not close) -----------------------------
 
 
 def semicircle_quantiles(n, scale):

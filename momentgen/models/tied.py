@@ -16,6 +16,8 @@ from ..errors import ModelError
 from ..representation import free_poisson_component
 from .base import (
     Family,
+    KindLaws,
+    KindMatrices,
     ModelKind,
     Rule,
     psd_root,
@@ -33,51 +35,10 @@ __all__ = ["TIED", "Tied"]
 RANK_TOL = 1e-12  # an eigenvalue of S = W Wᵀ below this fraction of the largest counts as 0
 
 
-class Tied(ModelKind):
-    name = "tied"
-    letter_kinds = ("S",)
-    transposes = (0,)
-    time_scale = "t = 4 n eta / d"
-    time_symbol = "t"
-    centred = True
-    families = (Family("Gamma", -1.0, "dPhi/dq", latex=r"\Gamma"),)
-    weight_decay_factor = -0.5
-    file_arrays = (("W",), ("S",))
+class TiedMatrices(KindMatrices):
+    """The tied kind on finite matrices: the letters of factors, the matrix flow, one SGD step, noise increments,
+    means, sampled, identity, aligned and file factors (the reference side and the flow engine)."""
 
-    positive_letters = True
-    state_names = {"q": ("Q1", "Q2")}
-    # SGD noise: ΔW_k = −η (h + hᵀ) W_k, so ΔS_k = −η(h S + hᵀS + S h + S hᵀ) + η² (h + hᵀ) S (h + hᵀ);
-    # 4η/d of t per step: scale (d/4η)·η/d = 1/4.
-    noise_first = {"S": (((), "+", ("S",)), ((), "-", ("S",)), (("S",), "+", ()), (("S",), "-", ()))}
-    noise_second = {"S": tuple(((), e1, ("S",), e2, ()) for e1 in "+-" for e2 in "+-")}
-    noise_scale = 0.25
-
-    def steps_per_time(self, d, lr):
-        return d / (4 * lr)
-
-    def order_words(self, k, l):
-        return f"S{k} S{l}", f"S{k} S{l}"
-
-    def potential_families(self, value):
-        return {"Gamma": value.dQ1 + value.dQ2}
-
-    def rules(self, model):
-        """dS_k/dt = −Σ_l Γ_kl (S_l S_k + S_k S_l): S_k ↦ S_l S_k and S_k ↦ S_k S_l (S_l ↦ Σ S_l Σ with Σ)."""
-        out = []
-        for k in model.trainable:
-            Sk = self.code("S", k)
-            for l in range(1, model.K + 1):
-                Sl = self.weighted(model, self.code("S", l))
-                out += [Rule(Sk, "Gamma", k, l, (*Sl, Sk)), Rule(Sk, "Gamma", k, l, (Sk, *Sl))]
-        return out
-
-    def required_words(self, model):
-        return single_letter_words(model)
-
-    def derived(self, series, K):
-        return single_letter_overlap(series)
-
-    # ---- finite matrices ---------------------------------------------------------------------------
     def index_letters(self, factor):
         return [factor @ factor.T]
 
@@ -136,10 +97,14 @@ class Tied(ModelKind):
             raise ModelError(f"{path}: S must be positive semi-definite for the tied model (eigenvalue {w.min():.3g})")
         return V * np.sqrt(np.clip(w, 0, None))
 
+
+class TiedLaws(KindLaws):
+    """The tied kind at d = ∞: law factors, Gaussian letter factors, the quadrature state's components, spectral
+    laws and edges, factor parts (exact initial moments and the quadrature closure)."""
+
     def law_factor(self, spec, n, rng, gaussian):
         return gaussian(spec.scale, max(1, int(round(spec.width_ratio * n))))
 
-    # ---- d = ∞ laws ---------------------------------------------------------------------------------
     def _gaussian_letter_factors(self, k):
         W = ("W", k)
         return {"S": (1.0, ((W, False), (W, True)))}
@@ -147,10 +112,9 @@ class Tied(ModelKind):
     def matrix_laws(self, k, spec):
         return {("W", k): (spec.scale**2, spec.width_ratio, False)}
 
-    # ---- quadrature states --------------------------------------------------------------------
     def representation_component(self, k, spec, n, exact_oracle, generators, tol):
         """The free Poisson letter by its Jacobi matrix, its kernel split off when rate < 1."""
-        return free_poisson_component(self.code("S", k), n, spec.width_ratio, spec.scale**2)
+        return free_poisson_component(self.kind.code("S", k), n, spec.width_ratio, spec.scale**2)
 
     def spectral_law(self, k, spec):
         """Free Poisson of rate = width ratio and jump = scale² (rate < 1 has an atom at 0: None)."""
@@ -179,6 +143,57 @@ class Tied(ModelKind):
     def factor_parts(self, letters, tol, roots=None):
         roots = roots or {}
         return [roots[code] if code in roots else psd_root(X, tol) for code, X in enumerate(letters)]
+
+
+class Tied(ModelKind):
+    matrices_role = TiedMatrices
+    laws_role = TiedLaws
+    name = "tied"
+    letter_kinds = ("S",)
+    transposes = (0,)
+    time_scale = "t = 4 n eta / d"
+    time_symbol = "t"
+    centred = True
+    families = (Family("Gamma", -1.0, "dPhi/dq", latex=r"\Gamma"),)
+    weight_decay_factor = -0.5
+    file_arrays = (("W",), ("S",))
+
+    positive_letters = True
+    state_names = {"q": ("Q1", "Q2")}
+    # SGD noise: ΔW_k = −η (h + hᵀ) W_k, so ΔS_k = −η(h S + hᵀS + S h + S hᵀ) + η² (h + hᵀ) S (h + hᵀ);
+    # 4η/d of t per step: scale (d/4η)·η/d = 1/4.
+    noise_first = {"S": (((), "+", ("S",)), ((), "-", ("S",)), (("S",), "+", ()), (("S",), "-", ()))}
+    noise_second = {"S": tuple(((), e1, ("S",), e2, ()) for e1 in "+-" for e2 in "+-")}
+    noise_scale = 0.25
+
+    def steps_per_time(self, d, lr):
+        return d / (4 * lr)
+
+    def order_words(self, k, l):
+        return f"S{k} S{l}", f"S{k} S{l}"
+
+    def potential_families(self, value):
+        return {"Gamma": value.dQ1 + value.dQ2}
+
+    def rules(self, model):
+        """dS_k/dt = −Σ_l Γ_kl (S_l S_k + S_k S_l): S_k ↦ S_l S_k and S_k ↦ S_k S_l (S_l ↦ Σ S_l Σ with Σ)."""
+        out = []
+        for k in model.trainable:
+            Sk = self.code("S", k)
+            for l in range(1, model.K + 1):
+                Sl = self.weighted(model, self.code("S", l))
+                out += [Rule(Sk, "Gamma", k, l, (*Sl, Sk)), Rule(Sk, "Gamma", k, l, (Sk, *Sl))]
+        return out
+
+    def required_words(self, model):
+        return single_letter_words(model)
+
+    def derived(self, series, K):
+        return single_letter_overlap(series)
+
+    # ---- finite matrices ---------------------------------------------------------------------------
+    # ---- d = ∞ laws ---------------------------------------------------------------------------------
+    # ---- quadrature states --------------------------------------------------------------------
 
 
 TIED = Tied()

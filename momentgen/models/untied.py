@@ -18,12 +18,150 @@ inserted letter (M ↦ Σ B, A Σ), the a⁽ʳ⁾ rules insert Σ M_l Σ, and β
 import numpy as np
 
 from ..errors import InfeasibleState, ModelError
-from .base import Family, ModelKind, Rule, psd_root, sandwich, sigma_letter, token_mix, token_pairs
+from .base import (
+    Family,
+    KindLaws,
+    KindMatrices,
+    ModelKind,
+    Rule,
+    psd_root,
+    sandwich,
+    sigma_letter,
+    token_mix,
+    token_pairs,
+)
 
 __all__ = ["UNTIED", "Untied", "shift_to_mean"]
 
 
+class UntiedMatrices(KindMatrices):
+    """The untied kind on finite matrices: the letters of factors, the matrix flow, one SGD step, noise increments,
+    means, sampled, identity, aligned and file factors (the reference side and the flow engine)."""
+
+    def index_letters(self, factor):
+        U, V = factor
+        M = U @ V.T
+        return [M, M.T, U @ U.T, V @ V.T]
+
+    def factor_velocities(self, model, factors, coefficients, letters=None):
+        """dU_k = −(β_k I + 2 Σ_{l,r} a⁽ʳ⁾_kl M_l⁽ʳ⁾) V_k − γU_k, dV_k = −(β_k I + 2 Σ a⁽ʳ⁾_kl M_l⁽ʳ̄⁾) U_k − γV_k;
+        with Σ: β_k Σ and Σ (…) Σ (module docstring)."""
+        beta, a1, a2, gamma = (coefficients[n] for n in ("beta", "a1", "a2", "gamma"))
+        n = len(self.kind.letter_kinds)
+        M = [U @ V.T for U, V in factors] if letters is None else letters[: n * model.K : n]
+        sigma = None if letters is None else sigma_letter(model, letters)
+        out = []
+        for k, (U, V) in enumerate(factors, start=1):
+            if k not in model.trainable:
+                out.append((np.zeros_like(U), np.zeros_like(V)))
+                continue
+            bias = beta[k - 1] * (np.eye(len(U)) if sigma is None else sigma)
+            drive = sandwich(sigma, sum(a1[k - 1, l] * M[l] + a2[k - 1, l] * M[l].T for l in range(model.K)))
+            drive_bar = sandwich(sigma, sum(a1[k - 1, l] * M[l].T + a2[k - 1, l] * M[l] for l in range(model.K)))
+            out.append((-(bias + 2 * drive) @ V - gamma * U, -(bias + 2 * drive_bar) @ U - gamma * V))
+        return out
+
+    def sgd_step(self, model, factors, batch, lr, gamma):
+        """∇_U ℓ = Xᵀ(g R)/√d, ∇_V ℓ = Xᵀ(gᵀ P)/√d with P = X U, R = X V."""
+        flat, d, B = batch.flat, factors[0][0].shape[0], batch.X.shape[0]
+        root_d, decay = np.sqrt(d), 1 - lr * gamma / d
+        P = [batch.rows(flat @ U) for U, _ in factors]
+        R = [batch.rows(flat @ V) for _, V in factors]
+        G = np.stack([token_pairs(p, r) / root_d for p, r in zip(P, R)], axis=-1)  # x_iᵀ U Vᵀ x_j / √d
+        g = batch.gradient(G)
+        if not np.all(np.isfinite(g)):
+            return None
+        out = list(factors)
+        for k in model.trainable:
+            gk = g[..., k - 1]
+            U, V = factors[k - 1]
+            grad_U = flat.T @ token_mix(gk, R[k - 1]) / (root_d * B)
+            grad_V = flat.T @ token_mix(gk.transpose(0, 2, 1), P[k - 1]) / (root_d * B)
+            out[k - 1] = (decay * U - lr * grad_U, decay * V - lr * grad_V)
+        return out
+
+    def noise_increments(self, model, factors, H):
+        return [
+            (-H[k - 1] @ V, -H[k - 1].T @ U) if k in model.trainable else (np.zeros_like(U), np.zeros_like(V))
+            for k, (U, V) in enumerate(factors, start=1)
+        ]
+
+    def means(self, factors, sigma=None):
+        """Tr(Σ M_k)/√d (Σ = I when ``sigma`` is None)."""
+        return np.array([np.sum(U * (V if sigma is None else sigma @ V)) / np.sqrt(len(U)) for U, V in factors])
+
+    def dimension(self, factor):
+        return factor[0].shape[0]
+
+    def sample_factor(self, spec, d, rng):
+        width = max(1, int(round(spec.width_ratio * d)))
+        U = rng.standard_normal((d, width)) * spec.scale_U / np.sqrt(d)
+        V = rng.standard_normal((d, width)) * spec.scale_V / np.sqrt(d)
+        return (U, V) if spec.mean is None else shift_to_mean(U, V, spec.mean)
+
+    def identity_factor(self, c, d):
+        root = np.sqrt(c) * np.eye(d)
+        return root, root
+
+    def file_factor(self, arrays, path):
+        if arrays["U"].shape != arrays["V"].shape:
+            raise ModelError(
+                f"{path}: U and V must have the same shape, got {arrays['U'].shape} and {arrays['V'].shape}"
+            )
+        return arrays["U"], arrays["V"]
+
+
+class UntiedLaws(KindLaws):
+    """The untied kind at d = ∞: law factors, Gaussian letter factors, the quadrature state's components, spectral
+    laws and edges, factor parts (exact initial moments and the quadrature closure)."""
+
+    def configured_means(self, inits):
+        return np.array([spec.configured_mean for _, spec in sorted(inits.items())])
+
+    def law_factor(self, spec, n, rng, gaussian):
+        """Centred: at d = ∞ the mean is the separate variable m (the coefficients read m*(q)), every
+        word odd in M has moment 0, and `shift_to_mean` would add its O(m²/n) to the even words."""
+        width = max(1, int(round(spec.width_ratio * n)))
+        return gaussian(spec.scale_U, width), gaussian(spec.scale_V, width)
+
+    def _gaussian_letter_factors(self, k):
+        U, V = ("U", k), ("V", k)
+        return {
+            "M": (1.0, ((U, False), (V, True))),
+            "M^T": (1.0, ((V, False), (U, True))),
+            "A": (1.0, ((U, False), (U, True))),
+            "B": (1.0, ((V, False), (V, True))),
+        }
+
+    def matrix_laws(self, k, spec):
+        return {
+            ("U", k): (spec.scale_U**2, spec.width_ratio, False),
+            ("V", k): (spec.scale_V**2, spec.width_ratio, False),
+        }
+
+    def driving_letters(self, model):
+        """Every letter of a trainable index; of a fixed one M_l, M_lᵀ (its A_l, B_l never enter)."""
+        return [
+            c
+            for k in range(1, model.K + 1)
+            for c in self.kind.letter_codes(k)
+            if k in model.trainable or self.kind.letter_kinds[c % 4] in ("M", "M^T")
+        ]
+
+    def factor_parts(self, letters, tol, roots=None):
+        """(U, V) with [[A, M], [Mᵀ, B]] = [U; V][U; V]ᵀ: the compressed block is PSD like the true one.
+        An untied letter has no exact root (``roots`` is for one-letter laws, `KindLaws.spectral_law`)."""
+        parts = []
+        for i in range(0, len(letters), 4):
+            M, A, B = letters[i], letters[i + 2], letters[i + 3]
+            Z = psd_root(np.block([[A, M], [M.T, B]]), tol)
+            parts.append((Z[: len(M)], Z[len(M) :]))
+        return parts
+
+
 class Untied(ModelKind):
+    matrices_role = UntiedMatrices
+    laws_role = UntiedLaws
     name = "untied"
     letter_kinds = ("M", "M^T", "A", "B")
     transposes = (1, 0, 2, 3)
@@ -185,125 +323,11 @@ class Untied(ModelKind):
         return {"q1_12": q1, "q2_12": q2, "symmetric_overlap": 2 * q1 + 2 * q2}
 
     # ---- finite matrices ---------------------------------------------------------------------------
-    def index_letters(self, factor):
-        U, V = factor
-        M = U @ V.T
-        return [M, M.T, U @ U.T, V @ V.T]
-
-    def factor_velocities(self, model, factors, coefficients, letters=None):
-        """dU_k = −(β_k I + 2 Σ_{l,r} a⁽ʳ⁾_kl M_l⁽ʳ⁾) V_k − γU_k, dV_k = −(β_k I + 2 Σ a⁽ʳ⁾_kl M_l⁽ʳ̄⁾) U_k − γV_k;
-        with Σ: β_k Σ and Σ (…) Σ (module docstring)."""
-        beta, a1, a2, gamma = (coefficients[n] for n in ("beta", "a1", "a2", "gamma"))
-        n = len(self.letter_kinds)
-        M = [U @ V.T for U, V in factors] if letters is None else letters[: n * model.K : n]
-        sigma = None if letters is None else sigma_letter(model, letters)
-        out = []
-        for k, (U, V) in enumerate(factors, start=1):
-            if k not in model.trainable:
-                out.append((np.zeros_like(U), np.zeros_like(V)))
-                continue
-            bias = beta[k - 1] * (np.eye(len(U)) if sigma is None else sigma)
-            drive = sandwich(sigma, sum(a1[k - 1, l] * M[l] + a2[k - 1, l] * M[l].T for l in range(model.K)))
-            drive_bar = sandwich(sigma, sum(a1[k - 1, l] * M[l].T + a2[k - 1, l] * M[l] for l in range(model.K)))
-            out.append((-(bias + 2 * drive) @ V - gamma * U, -(bias + 2 * drive_bar) @ U - gamma * V))
-        return out
-
-    def sgd_step(self, model, factors, batch, lr, gamma):
-        """∇_U ℓ = Xᵀ(g R)/√d, ∇_V ℓ = Xᵀ(gᵀ P)/√d with P = X U, R = X V."""
-        flat, d, B = batch.flat, factors[0][0].shape[0], batch.X.shape[0]
-        root_d, decay = np.sqrt(d), 1 - lr * gamma / d
-        P = [batch.rows(flat @ U) for U, _ in factors]
-        R = [batch.rows(flat @ V) for _, V in factors]
-        G = np.stack([token_pairs(p, r) / root_d for p, r in zip(P, R)], axis=-1)  # x_iᵀ U Vᵀ x_j / √d
-        g = batch.gradient(G)
-        if not np.all(np.isfinite(g)):
-            return None
-        out = list(factors)
-        for k in model.trainable:
-            gk = g[..., k - 1]
-            U, V = factors[k - 1]
-            grad_U = flat.T @ token_mix(gk, R[k - 1]) / (root_d * B)
-            grad_V = flat.T @ token_mix(gk.transpose(0, 2, 1), P[k - 1]) / (root_d * B)
-            out[k - 1] = (decay * U - lr * grad_U, decay * V - lr * grad_V)
-        return out
-
-    def noise_increments(self, model, factors, H):
-        return [
-            (-H[k - 1] @ V, -H[k - 1].T @ U) if k in model.trainable else (np.zeros_like(U), np.zeros_like(V))
-            for k, (U, V) in enumerate(factors, start=1)
-        ]
-
-    def configured_means(self, inits):
-        return np.array([spec.configured_mean for _, spec in sorted(inits.items())])
-
     def mean_weights(self, C):
         return np.asarray(C, float).reshape(-1)
 
-    def means(self, factors, sigma=None):
-        """Tr(Σ M_k)/√d (Σ = I when ``sigma`` is None)."""
-        return np.array([np.sum(U * (V if sigma is None else sigma @ V)) / np.sqrt(len(U)) for U, V in factors])
-
-    def dimension(self, factor):
-        return factor[0].shape[0]
-
-    def sample_factor(self, spec, d, rng):
-        width = max(1, int(round(spec.width_ratio * d)))
-        U = rng.standard_normal((d, width)) * spec.scale_U / np.sqrt(d)
-        V = rng.standard_normal((d, width)) * spec.scale_V / np.sqrt(d)
-        return (U, V) if spec.mean is None else shift_to_mean(U, V, spec.mean)
-
-    def identity_factor(self, c, d):
-        root = np.sqrt(c) * np.eye(d)
-        return root, root
-
-    def file_factor(self, arrays, path):
-        if arrays["U"].shape != arrays["V"].shape:
-            raise ModelError(
-                f"{path}: U and V must have the same shape, got {arrays['U'].shape} and {arrays['V'].shape}"
-            )
-        return arrays["U"], arrays["V"]
-
-    def law_factor(self, spec, n, rng, gaussian):
-        """Centred: at d = ∞ the mean is the separate variable m (the coefficients read m*(q)), every
-        word odd in M has moment 0, and `shift_to_mean` would add its O(m²/n) to the even words."""
-        width = max(1, int(round(spec.width_ratio * n)))
-        return gaussian(spec.scale_U, width), gaussian(spec.scale_V, width)
-
     # ---- d = ∞ laws ---------------------------------------------------------------------------------
-    def _gaussian_letter_factors(self, k):
-        U, V = ("U", k), ("V", k)
-        return {
-            "M": (1.0, ((U, False), (V, True))),
-            "M^T": (1.0, ((V, False), (U, True))),
-            "A": (1.0, ((U, False), (U, True))),
-            "B": (1.0, ((V, False), (V, True))),
-        }
-
-    def matrix_laws(self, k, spec):
-        return {
-            ("U", k): (spec.scale_U**2, spec.width_ratio, False),
-            ("V", k): (spec.scale_V**2, spec.width_ratio, False),
-        }
-
     # ---- quadrature states --------------------------------------------------------------------
-    def driving_letters(self, model):
-        """Every letter of a trainable index; of a fixed one M_l, M_lᵀ (its A_l, B_l never enter)."""
-        return [
-            c
-            for k in range(1, model.K + 1)
-            for c in self.letter_codes(k)
-            if k in model.trainable or self.letter_kinds[c % 4] in ("M", "M^T")
-        ]
-
-    def factor_parts(self, letters, tol, roots=None):
-        """(U, V) with [[A, M], [Mᵀ, B]] = [U; V][U; V]ᵀ: the compressed block is PSD like the true one.
-        An untied letter has no exact root (``roots`` is for one-letter laws, `ModelKind.spectral_law`)."""
-        parts = []
-        for i in range(0, len(letters), 4):
-            M, A, B = letters[i], letters[i + 2], letters[i + 3]
-            Z = psd_root(np.block([[A, M], [M.T, B]]), tol)
-            parts.append((Z[: len(M)], Z[len(M) :]))
-        return parts
 
 
 def shift_to_mean(U, V, mean, sigma=None):
