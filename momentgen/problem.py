@@ -9,16 +9,15 @@ mean, the output grid on the kind's time axis and the words to report. The CLI, 
 """
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 
 import numpy as np
 
 from .flow import run as run_flow
-from .hierarchy import build
 from .initial import empirical_moments, exact_moments
 from .matrices import means as factor_means
 from .potential import Potential
-from .truncation import CoefficientSource, Truncation, check_kappa
+from .truncation import CoefficientSource, Truncation, check_kappa, source_program
 from .words import parse
 
 __all__ = ["Problem"]
@@ -160,11 +159,10 @@ class Problem:
     def fast_phase(self):
         """A kind with a mean: the fast phase on t = nη from the initial order parameters (exact in every
         closure), as ``{"fast_t", "fast_m", "m_star"}``; else ``{}`` (`momentgen.slaved_mean`)."""
-        program = build(self.model, self.family.state_degree(self.model), [])
+        program = self._source_program
         truncation = Truncation(program, self.potential, self.gamma, means=self.means)
-        return truncation.mean.fast_phase(
-            truncation, self.initial_moments(program.word_codes), self.integrate["fast_T"]
-        )
+        initial = partial(self.initial_moments, program.word_codes)  # computed only by a kind with a mean
+        return truncation.mean.fast_phase(truncation, initial, self.integrate["fast_T"])
 
     def matrix_flow(self, factors, means=None, spectra=None):
         """``factors`` moved by the kind's matrix flow with the theory's coefficients (starting on the
@@ -179,5 +177,16 @@ class Problem:
         """The theory's `CoefficientSource` for the flow engine, starting on the branch ``means``."""
         means = self.means if means is None else means
         return CoefficientSource(
-            self.model, self.potential, self.gamma, means=means, kappa=self.kappa, kappa_profile=self.kappa_profile
+            self.model,
+            self.potential,
+            self.gamma,
+            means=means,
+            kappa=self.kappa,
+            kappa_profile=self.kappa_profile,
+            program=self._source_program,
         )
+
+    @cached_property
+    def _source_program(self):
+        """The sources' degree-2 program, built once per problem (every leg and every risk reads one)."""
+        return source_program(self.model, self.kappa, self.config.max_bytes)

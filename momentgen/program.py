@@ -109,6 +109,7 @@ class Program:
         self.dropped_indptr, self.dropped_symbol, self.dropped_target, self.dropped_multiplicity = dropped_csr
         self.noise_indptr, self.noise_symbol, self.noise_left, self.noise_right, self.noise_multiplicity = noise
         self.parent, self.via, self.reason = parent, via, reason
+        self._indices = {}  # word text → state index, for `index` (the same few words are looked up often)
 
     @property
     def has_noise(self):
@@ -243,7 +244,12 @@ class Program:
         return [" ".join(names[c] for c in codes) for codes in self.dropped_word_codes]
 
     def index(self, word):
-        """State index of a word (any representative of its class, text syntax); O(w + log n)."""
+        """State index of a word (any representative of its class, text syntax); O(w + log n), then cached."""
+        if word not in self._indices:
+            self._indices[word] = self._locate(word)
+        return self._indices[word]
+
+    def _locate(self, word):
         a = self.model.alphabet
         codes = parse(word, self.model)
         w = len(codes)

@@ -115,11 +115,13 @@ class SlavedMean:
         ]
 
     def fast_phase(self, truncation, y0, T, points=101, rtol=1e-10, atol=1e-12):
-        """Fast phase on ``t = nη``: ``dm_k/dt = −D_k ∂Φ/∂m_k (m, q(0))`` for trainable k, moments at ``y0``.
+        """Fast phase on ``t = nη``: ``dm_k/dt = −D_k ∂Φ/∂m_k (m, q(0))`` for trainable k, moments at ``y0``
+        (an array, or a function giving it: a centred kind never computes them).
 
         Returns ``{"fast_t", "fast_m", "m_star"}``; the branch the slow phase starts on is the end point,
         polished to m*(q0) by Newton (``truncation.branch`` is moved there).
         """
+        y0 = y0() if callable(y0) else y0
         idx = np.array(truncation.trainable) - 1
         Q1, Q2 = truncation.order_parameters(y0)
         D = truncation.family.slaving_rates(truncation.moments(y0), truncation.model)

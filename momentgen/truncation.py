@@ -248,15 +248,11 @@ class CoefficientSource:
 
     errors = STATE_ERRORS
 
-    def __init__(self, model, potential, gamma=0.0, means=None, max_bytes=None, kappa=0.0, kappa_profile=None):
-        noise = check_kappa(kappa) > 0  # κN1, κN2 too: the stochastic matrix model reads them
-        program = build(
-            model,
-            model.family.state_degree(model),
-            [],
-            noise=noise,
-            **({} if max_bytes is None else {"max_bytes": max_bytes}),
-        )
+    def __init__(
+        self, model, potential, gamma=0.0, means=None, max_bytes=None, kappa=0.0, kappa_profile=None, program=None
+    ):
+        if program is None:
+            program = source_program(model, kappa, max_bytes)
         self.truncation = Truncation(program, potential, gamma, means=means, kappa=kappa, kappa_profile=kappa_profile)
         self.words = program.word_codes
 
@@ -266,6 +262,19 @@ class CoefficientSource:
 
     def track(self, mu):
         self.truncation.track(mu)
+
+
+def source_program(model, kappa=0.0, max_bytes=None):
+    """The degree-2 program a `CoefficientSource` reads (order parameters and the words the coefficients read;
+    with κ > 0 the noise families too: the stochastic matrix model reads κN1, κN2)."""
+    noise = check_kappa(kappa) > 0
+    return build(
+        model,
+        model.family.state_degree(model),
+        [],
+        noise=noise,
+        **({} if max_bytes is None else {"max_bytes": max_bytes}),
+    )
 
 
 def _entry(arrays, coefficient):

@@ -210,12 +210,17 @@ class _Quadrature:
         pending, self.pending = self.pending, []
         return all([self._check(*p) for p in pending])
 
-    def _change(self, mean, factors, level):
+    def _change(self, mean, factors, level, known=None):
         """Relative error of ``level`` from the changes c between levels L − 2, L − 1, L: the change
         ``c_L`` itself, or — where the trapezoidal rule converges slowly (geometric rate
         ``ρ = c_L/c_{L−1}`` above ½) — its geometric tail ``c_L ρ/(1 − ρ)`` (softmax at
-        q = [[6, 2], [2, 5]]: ρ ≈ 0.58, where the plain change is 1.4× below the error)."""
-        values = [self._value(mean, factors, lv) for lv in (level - 2, level - 1, level)]
+        q = [[6, 2], [2, 5]]: ρ ≈ 0.58, where the plain change is 1.4× below the error). ``known``: values by
+        level at this state already computed (a calibration walks up the levels: each is computed once)."""
+        known = {} if known is None else known
+        for lv in (level - 2, level - 1, level):
+            if lv not in known:
+                known[lv] = self._value(mean, factors, lv)
+        values = [known[lv] for lv in (level - 2, level - 1, level)]
         scale = _scale(values[-1])
         if not np.isfinite(scale):
             return 0.0  # evaluate() reports the non-finite value with the state
@@ -226,9 +231,9 @@ class _Quadrature:
     def _calibrate(self, mean, factors, start):
         """Lowest level ≥ ``start`` whose result changes by < rtol from the level below."""
         dim = max(F.shape[1] for F in factors)
-        level = max(3, start)
+        level, known = max(3, start), {}
         while True:
-            change = self._change(mean, factors, level)
+            change = self._change(mean, factors, level, known)
             if change <= self.potential.rtol:
                 self.accuracy = max(self.accuracy, change)
                 return level
