@@ -7,13 +7,14 @@ when they differ by a cyclic rotation (trace cyclicity) or by *transpose-reversa
 class is its least element in the letter order below, so tied canonical words are
 bracelets.
 
-==========  ==========================================  =========================
-model       letters (1-based index ``k = 1..K``)         transpose
-==========  ==========================================  =========================
-``tied``    ``Sk`` (``S_k = W_k W_kᵀ``)                  ``S ↦ S``
-``untied``  ``Mk``, ``Mk^T``, ``Ak``, ``Bk``             ``M ↔ Mᵀ``; ``A ↦ A``, ``B ↦ B``
-``direct``  ``Sk``, ``Sk^T``                             ``S ↔ Sᵀ``
-==========  ==========================================  =========================
+=============  ====================================  ================================
+model          letters (1-based index ``k = 1..K``)  transpose
+=============  ====================================  ================================
+``tied``       ``Sk`` (``S_k = W_k W_kᵀ``)           ``S ↦ S``
+``untied``     ``Mk``, ``Mk^T``, ``Ak``, ``Bk``      ``M ↔ Mᵀ``; ``A ↦ A``, ``B ↦ B``
+``direct``     ``Sk``, ``Sk^T``                      ``S ↔ Sᵀ``
+``symmetric``  ``Sk`` (a symmetric ``S_k``)          ``S ↦ S``
+=============  ====================================  ================================
 
 With anisotropic tokens (MATH.md §10) every kind has one more letter, ``Sigma`` (Σ, its own transpose,
 after the indices' letters); the functions below then take the `momentgen.models.Model` (which knows

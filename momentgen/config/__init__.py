@@ -5,7 +5,7 @@ nearest valid key, and every value is checked once, here, for every command (typ
 range), so that a wrong one stops with one line that names it::
 
     [model]
-    kind = "tied"          # tied | untied | direct                         (required)
+    kind = "tied"          # tied | untied | direct | symmetric             (required)
     L = 1                  # tokens
     K = 2                  # indices: student(s) + teacher(s)                (required)
     trainable = [1]        # 1-based trainable indices; default: all

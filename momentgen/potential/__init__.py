@@ -62,7 +62,7 @@ class Potential:
     Parameters
     ----------
     loss : momentgen.losses.Loss
-    kind : "tied" | "untied" | "direct"
+    kind : "tied" | "untied" | "direct" | "symmetric"
     C : array_like, shape (L, L), optional
         Token covariance (PSD); identity by default.
     method : "auto" | "exact" | "quadrature"
