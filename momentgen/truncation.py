@@ -81,12 +81,9 @@ class Truncation:
         self._terms = segment_rows(
             program.indptr, program.symbol, program.target, factors[program.symbol] * program.multiplicity
         )
+        self._noise_weight = factors[program.noise_symbol] * program.noise_multiplicity  # c-free weight of a term
         self._noise = segment_pairs(
-            program.noise_indptr,
-            program.noise_symbol,
-            program.noise_left,
-            program.noise_right,
-            factors[program.noise_symbol] * program.noise_multiplicity,
+            program.noise_indptr, program.noise_symbol, program.noise_left, program.noise_right, self._noise_weight
         )
         K = self.model.K
         pairs = [(k, l) for k in range(1, K + 1) for l in range(1, K + 1)]
@@ -193,8 +190,7 @@ class Truncation:
             return scipy.sparse.csr_matrix((n, n))
         rows = p.term_rows("noise")
         extended = np.append(y, 1.0)
-        factors = np.array([s.factor for s in p.symbols])
-        scale = c[symbol] * factors[symbol] * p.noise_multiplicity
+        scale = c[symbol] * self._noise_weight
         parts = [(scale * extended[other], at) for at, other in ((left, right), (right, left))]
         data = np.concatenate([value[at >= 0] for value, at in parts])
         columns = np.concatenate([at[at >= 0] for _, at in parts])

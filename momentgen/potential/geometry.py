@@ -84,3 +84,11 @@ def _psd_root(Q, name, Q1, Q2):
     w, V = np.linalg.eigh(0.5 * (Q + Q.T))
     _check_psd(w, name, Q1, Q2)
     return (V * np.sqrt(np.clip(w, 0, None))) @ V.T
+
+
+def _restricted_basis(F, basis):
+    """Orthonormal Q (r, f) spanning ``Fᵀ basis``: the directions in z = the rule's variables of a group that
+    depends on G = mean + F z only through ``basisᵀ G``. From a QR made unique (diag R ≥ 0), so that it is
+    continuous in the state."""
+    Q, R = np.linalg.qr(F.T @ basis)
+    return Q * np.where(np.diag(R) < 0, -1.0, 1.0)

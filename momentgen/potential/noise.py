@@ -29,6 +29,7 @@ import numpy as np
 import sympy
 
 from ..codegen import compile_pointwise
+from .geometry import _restricted_basis
 
 NOISE_RTOL = 1e-3
 TRUNCATION = 6.0  # the rules cover [−6, 6]: Gaussian mass outside 2e-9 ≪ NOISE_RTOL
@@ -75,14 +76,7 @@ class NoiseMoments:
 
     def _bases(self, F):
         """Each group's directions in z (r, f): orthonormal Q_g with the group's law G = mean + F Q_g u."""
-        bases = []
-        for basis in self.features:
-            if basis.shape[1] == 0:
-                bases.append(None)
-                continue
-            Qz, R = np.linalg.qr(F.T @ basis)
-            bases.append(Qz * np.where(np.diag(R) < 0, -1.0, 1.0))  # unique QR: continuous in the state
-        return bases
+        return [_restricted_basis(F, basis) if basis.shape[1] else None for basis in self.features]
 
     def _outer(self, mean, F, bases, level):
         """(E[∇ℓ∇ℓᵀ], bound of its Mehler truncation in absolute terms) on rules of ``level``."""

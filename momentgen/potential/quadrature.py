@@ -11,7 +11,7 @@ import sympy
 
 from ..codegen import compile_weighted_sum
 from ..errors import NonFinitePotential, UnsupportedLoss
-from .geometry import _psd_root
+from .geometry import _psd_root, _restricted_basis
 from .noise import NoiseMoments
 from .values import PotentialValue
 
@@ -82,8 +82,7 @@ class _Quadrature:
             if basis.shape[1] >= F.shape[1]:
                 restricted.append(F)
                 continue
-            Qz, R = np.linalg.qr(F.T @ basis)
-            restricted.append(F @ (Qz * np.where(np.diag(R) < 0, -1.0, 1.0)))  # unique QR: continuous in the state
+            restricted.append(F @ _restricted_basis(F, basis))
         return pairs.mean(m), restricted
 
     def _moments(self, mean, factors, level):
