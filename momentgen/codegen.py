@@ -47,7 +47,7 @@ class _KernelPrinter(PythonCodePrinter):
 
 
 _PRINTER = _KernelPrinter({"fully_qualified_modules": True, "standard": "python3"})
-_TEMPLATE_VERSION = "momentgen-kernel-2"  # bump when the generated source changes shape
+_TEMPLATE_VERSION = "momentgen-kernel-3"  # bump when the generated source changes shape
 
 
 _FALLBACK = {}  # configured cache directory → the temporary one used instead this process
@@ -162,7 +162,38 @@ _PRELUDE = [
 
 
 def _cse(outputs):
-    return sympy.cse(outputs, symbols=sympy.numbered_symbols("c_"), optimizations="basic")
+    """(replacements, reduced) of sympy's common-subexpression elimination, after `_shared_exponentials`."""
+    definitions, outputs = _shared_exponentials(outputs)
+    replacements, reduced = sympy.cse(outputs, symbols=sympy.numbered_symbols("c_"), optimizations="basic")
+    return definitions + replacements, reduced
+
+
+_MAX_EXP_POWER = 4  # exp(n x) for |n| ≤ this is written exp(x)ⁿ: products (and a division) instead of an exponential
+
+
+def _shared_exponentials(outputs):
+    """Name each exponential once: exp(n·x) (|n| = 1 … `_MAX_EXP_POWER`) becomes ``exp_k**n`` with ``exp_k = exp(x)``.
+
+    sympy writes exp(x)² as exp(2x), which common-subexpression elimination cannot share with exp(x)
+    (a softmax's second derivatives hold both): one exponential per distinct x, and a power (compiled to
+    products) per multiple. Exponentials of expressions that hold an exponential are left as they are.
+    Returns the definitions [(exp_k, exp(x))] to evaluate first, and the rewritten outputs.
+    """
+    names, substitution = {}, {}
+    atoms = set().union(*(sympy.sympify(e).atoms(sympy.exp) for e in outputs)) if outputs else set()
+    for atom in sorted(atoms, key=sympy.default_sort_key):  # sorted: the same source (and cache name) every run
+        argument = atom.args[0]
+        if argument.has(sympy.exp):
+            continue
+        sign = -1 if argument.could_extract_minus_sign() else 1
+        n, x = (sign * argument).as_content_primitive()
+        if not (n.is_Integer and 1 <= n <= _MAX_EXP_POWER):
+            n, x = sympy.Integer(1), sign * argument
+        n = sign * int(n)
+        if x not in names:
+            names[x] = sympy.Symbol(f"exp_{len(names)}")
+        substitution[atom] = names[x] ** n
+    return [(name, sympy.exp(x)) for x, name in names.items()], [sympy.sympify(e).xreplace(substitution) for e in outputs]
 
 
 def _weighted_sum_source(groups, variables):

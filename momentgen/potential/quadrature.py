@@ -11,7 +11,7 @@ import sympy
 
 from ..codegen import compile_weighted_sum
 from ..errors import NonFinitePotential, UnsupportedLoss
-from .geometry import _psd_root, _restricted_basis
+from .geometry import _psd_root, _restricted_basis, kron
 from .noise import NoiseMoments
 from .values import PotentialValue
 
@@ -73,9 +73,9 @@ class _Quadrature:
         """Mean (p,) of G and, per term group (or per basis of ``bases``), the covariance factor
         restricted to its directions."""
         pairs = self.potential._pairs
-        blocks = [np.kron(pairs.sym_root, _psd_root(Q1 + Q2, "Q1 + Q2", Q1, Q2))]
+        blocks = [kron(pairs.sym_root, _psd_root(Q1 + Q2, "Q1 + Q2", Q1, Q2))]
         if pairs.anti_root.size and not np.array_equal(Q1, Q2):
-            blocks.append(np.kron(pairs.anti_root, _psd_root(Q1 - Q2, "Q1 - Q2", Q1, Q2)))
+            blocks.append(kron(pairs.anti_root, _psd_root(Q1 - Q2, "Q1 - Q2", Q1, Q2)))
         F = np.hstack(blocks)
         restricted = []
         for basis in self.features if bases is None else bases:
