@@ -41,7 +41,7 @@ from .representation import vector_moments
 from .results import Result
 from .risk import RISK_TOL, relative_risk_estimate, theory_risk
 from .spectra import spectral_product, trace_spectrum, vector_spectrum
-from .truncation import Truncation
+from .truncation import RunState, Truncation
 from .words import canonical
 
 __all__ = [
@@ -253,7 +253,7 @@ class ZeroClosure(Closure):
         )  # fmt: skip
         y0 = problem.initial_moments(program.word_codes)
         fast = truncation.mean.fast_phase(truncation, y0, integrate["fast_T"])
-        start = truncation.branch
+        start = truncation.state.m  # a rerun starts on this branch, at the rule's level after the audit
 
         def run():
             return solve(
@@ -267,7 +267,7 @@ class ZeroClosure(Closure):
             )
 
         def reset():
-            truncation.branch = start
+            truncation.state = RunState(start)
 
         return audited(problem.potential, run, reset=reset), fast, len(program.dropped_packed) == 0
 

@@ -4,33 +4,38 @@ A centred kind (tied, direct, symmetric) has pre-activations of mean 0: Φ is re
 fast phase and nothing to track. A kind with a mean (untied) has ``m_k = μ(M_k)·√d`` of order one, which a
 fast phase on ``t = nη`` drives to the slaved ``m*(q)`` (a minimiser of Φ in the trainable means); the slow
 phase reads Φ at ``(Q1, Q2, m*(q))``, with m* found by Newton from the warm start of the branch the run is on
-(`momentgen.truncation.Branch`, advanced by `track` after each accepted step).
+(`RunState`, advanced by `momentgen.truncation.Truncation.track` after each accepted step).
 
 `mean_of` picks the role from the kind once; `momentgen.truncation.Truncation` and the solvers call the role,
 never the kind's ``centred`` flag.
 """
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .errors import PotentialError
 from .stepper import integrate
 
-__all__ = ["Branch", "NoMean", "SlavedMean", "mean_of"]
+__all__ = ["RunState", "NoMean", "SlavedMean", "mean_of"]
 
 
-@dataclass
-class Branch:
-    """The explicit state a run carries besides y: the warm start of the slaved mean m*(q).
+@dataclass(frozen=True)
+class RunState:
+    """What the right-hand side reads besides ``(t, y)``, as an explicit, immutable value.
 
-    The right-hand side reads it and never writes it, so ``rhs(t, y)`` is a pure function of
-    ``(t, y)`` between two calls of `Truncation.track`, which the solver makes after each
-    accepted step to follow the branch of m* the run is on (MATH.md §4: m* can bifurcate).
+    ``m``: the warm start of the slaved mean m*(q) — the branch the run is on (MATH.md §4: m* can bifurcate;
+    zeros for a centred kind, which reads no mean). ``level``: the quadrature rule's level the potential is
+    evaluated at (None: the potential's current level — the exact path has none; a rule not yet calibrated
+    is calibrated at the first state it meets). ``Truncation.rhs(t, y, state)`` is a pure function of its three
+    arguments; a run advances the state only by `momentgen.truncation.Truncation.track` after an accepted step,
+    and the rule's level only in the explicit step `momentgen.truncation.Truncation.refine` (the audit of the
+    far states a run met).
     """
 
     m: np.ndarray
+    level: int = None
 
 
 class NoMean:
@@ -38,12 +43,13 @@ class NoMean:
 
     has_mean = False
 
-    def state_and_value(self, truncation, Q1, Q2):
-        """((Q1, Q2, None), Φ and its derivatives at (Q1, Q2))."""
+    def state_and_value(self, truncation, Q1, Q2, m0):
+        """((Q1, Q2, None), Φ and its derivatives at (Q1, Q2)); ``m0`` is not read."""
         return (Q1, Q2, None), truncation.potential.at(Q1, Q2)
 
-    def track(self, truncation, y):
-        """Nothing to follow."""
+    def follow(self, truncation, y, state):
+        """The warm start after a step to ``y``: nothing to follow (``state.m``, unread)."""
+        return state.m
 
     def tracker(self, truncation):
         """The solver's after-step callback: none."""
@@ -70,18 +76,18 @@ class SlavedMean:
 
     has_mean = True
 
-    def state_and_value(self, truncation, Q1, Q2):
-        """((Q1, Q2, m*), Φ and its derivatives there), m* by Newton from the branch's warm start."""
-        m, value = truncation.potential.m_star_with_value(Q1, Q2, truncation.branch.m, truncation.trainable)
+    def state_and_value(self, truncation, Q1, Q2, m0):
+        """((Q1, Q2, m*), Φ and its derivatives there), m* by Newton from the warm start ``m0``."""
+        m, value = truncation.potential.m_star_with_value(Q1, Q2, m0, truncation.trainable)
         return (Q1, Q2, m), value
 
-    def track(self, truncation, y):
-        """Follow the branch of m* to the state ``y`` (after each accepted step)."""
-        truncation.branch = Branch(truncation.slaved_mean(y))
+    def follow(self, truncation, y, state):
+        """The warm start after a step to ``y``: m*(q(y)) by Newton from ``state.m`` (the branch followed)."""
+        return truncation.slaved_mean(y, state)
 
     def tracker(self, truncation):
-        """The solver's after-step callback: `track`."""
-        return lambda t, y: self.track(truncation, y)
+        """The solver's after-step callback: `momentgen.truncation.Truncation.track`."""
+        return lambda t, y: truncation.track(y)
 
     def slaving_rates(self, truncation, y):
         """The fast phase's rates D_k of the trainable indices (untied ``t^A_k + t^B_k``; β ∝ 1/D_k)."""
@@ -119,7 +125,7 @@ class SlavedMean:
         (an array, or a function giving it: a centred kind never computes them).
 
         Returns ``{"fast_t", "fast_m", "m_star"}``; the branch the slow phase starts on is the end point,
-        polished to m*(q0) by Newton (``truncation.branch`` is moved there).
+        polished to m*(q0) by Newton (``truncation.state`` is moved there).
         """
         y0 = y0() if callable(y0) else y0
         idx = np.array(truncation.trainable) - 1
@@ -133,13 +139,13 @@ class SlavedMean:
             return dm
 
         run = integrate(
-            velocity, truncation.branch.m, np.linspace(0.0, T, points), method="LSODA", rtol=rtol, atol=atol
+            velocity, truncation.state.m, np.linspace(0.0, T, points), method="LSODA", rtol=rtol, atol=atol
         )
         if run.status != "ok":
             raise PotentialError(f"the fast phase failed: {run.message}")
         end = run.y[-1]
-        truncation.branch = Branch(potential.m_star(Q1, Q2, end, truncation.trainable))
-        m_star = truncation.branch.m
+        m_star = potential.m_star(Q1, Q2, end, truncation.trainable)
+        truncation.state = replace(truncation.state, m=m_star, level=potential.rule_level)
         if np.abs(m_star - end).max() > 1e-6 * max(1.0, np.abs(m_star).max()):
             warnings.warn(
                 f"the fast phase had not converged at t = {T:g} (m = {end.tolist()}, m* = {m_star.tolist()}): "

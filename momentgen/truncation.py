@@ -11,9 +11,11 @@ With ``kappa`` = κ = ηd/B > 0 and a program built with ``noise=True`` the vect
 the finite-learning-rate term of online SGD (docs/FINITE_LR.md): its coefficients κN1, κN2 come
 from `momentgen.potential.Potential.noise_at` at the same state.
 
-``rhs(t, y)`` is a pure function of ``(t, y)``: the only state a run carries besides ``y`` is
-the `Branch` of the slaved mean (kinds with a mean), which the solver advances with `track`
-after each accepted step. Time axes: the kind's (`ModelKind.time_scale`); the fast phase of a
+``rhs(t, y, state)`` is a pure function of its arguments, in the solve_ivp style: what a run carries
+besides ``y`` is an explicit, immutable `RunState` — the branch of the slaved mean (kinds with a mean)
+and the quadrature rule's level. ``state`` defaults to the truncation's current one (``Truncation.state``),
+which the solver advances with `Truncation.track` after each accepted step; the rule's level changes only
+in the explicit step `Truncation.refine` (the solvers' audit, `momentgen.integrate.audited`). Time axes: the kind's (`ModelKind.time_scale`); the fast phase of a
 kind with a mean runs on its own axis ``t = nη`` with the moments frozen (MATH.md §4).
 """
 
@@ -25,9 +27,9 @@ from .errors import STATE_ERRORS, PotentialError
 from .hierarchy import build
 from .initial import empirical_moments, exact_moments
 from .potential import Potential
-from .slaved_mean import Branch, mean_of
+from .slaved_mean import RunState, mean_of
 
-__all__ = ["Truncation", "Branch", "CoefficientSource", "from_config", "apply_program", "check_kappa"]
+__all__ = ["Truncation", "RunState", "CoefficientSource", "from_config", "apply_program", "check_kappa"]
 
 
 def check_kappa(kappa):
@@ -92,15 +94,15 @@ class Truncation:
         )
         self._Q = self._Q.T.reshape(2, K, K)  # state indices of Q1_kl and Q2_kl
         self._word = {text: program.index(text) for text, _ in self.family.state_words(self.model)}
-        self.branch = Branch(np.zeros(K) if means is None else np.asarray(means, float).reshape(K).copy())
+        self.state = RunState(np.zeros(K) if means is None else np.asarray(means, float).reshape(K).copy())
         self.mean = mean_of(self.family)  # `slaved_mean.NoMean` or `SlavedMean`
         self.trainable = list(self.model.trainable)
 
     # ---- order parameters and coefficients -------------------------------------------------
     @property
     def m(self):
-        """The means of the branch the run is on (see `Branch`)."""
-        return self.branch.m
+        """The warm start of the slaved mean in the current state (see `RunState`)."""
+        return self.state.m
 
     def moments(self, y):
         """``moments(text)``: the value of a required word at ``y`` (the accessor the kinds read)."""
@@ -110,18 +112,35 @@ class Truncation:
         """(Q1, Q2) at moments ``y`` — no m* needed."""
         return y[self._Q[0]], y[self._Q[1]]
 
-    def slaved_mean(self, y):
-        """m*(q(y)) by Newton from the branch's warm start (pure: the branch is not changed)."""
-        return self.state_and_value(y)[0][2]
+    def slaved_mean(self, y, state=None):
+        """m*(q(y)) by Newton from the warm start of ``state`` (default: the current one; pure)."""
+        return self.state_and_value(y, state)[0][2]
+
+    def advanced(self, y, state=None):
+        """The `RunState` after an accepted step to ``y`` from ``state`` (default: the current one): the branch of
+        m* followed to ``y`` (kinds with a mean), the rule's level recorded (pure: nothing is changed)."""
+        state = self.state if state is None else state
+        return RunState(self.mean.follow(self, y, state), self.potential.rule_level)
 
     def track(self, y):
-        """Follow the branch of m* to the state ``y`` (kinds with a mean; called after each accepted step)."""
-        self.mean.track(self, y)
+        """Advance the current state to ``y`` (`advanced`; the solvers call it after each accepted step)."""
+        self.state = self.advanced(y)
 
-    def state_and_value(self, y):
-        """((Q1, Q2, m), Φ and its derivatives there) at moments ``y``; for a kind with a mean m is
-        m*(q) by Newton from the branch's warm start, and Φ its last evaluation (`slaved_mean`)."""
-        return self.mean.state_and_value(self, *self.order_parameters(y))
+    def refine(self):
+        """The explicit refinement step: check the far states the right-hand side met at its rule's level
+        (`momentgen.potential.Potential.audit`), raising the level where the rule misses rtol; the current
+        state then carries the new level. True when the level stood (what was computed at it holds)."""
+        stood = self.potential.audit()
+        self.state = RunState(self.state.m, self.potential.rule_level)
+        return stood
+
+    def state_and_value(self, y, state=None):
+        """((Q1, Q2, m), Φ and its derivatives there) at moments ``y`` in ``state`` (default: the current one);
+        for a kind with a mean m is m*(q) by Newton from the state's warm start. Φ is evaluated at the
+        state's rule level with the rule frozen (far states are kept for `refine`)."""
+        state = self.state if state is None else state
+        with self.potential.frozen(level=state.level):
+            return self.mean.state_and_value(self, *self.order_parameters(y), state.m)
 
     def kappa_at(self, t):
         """κ at time ``t`` (the integrated axis of a schedule; constant without one or when ``t`` is None)."""
@@ -129,39 +148,48 @@ class Truncation:
             return self.kappa
         return self.kappa * self.kappa_profile(t)
 
-    def coefficient_arrays(self, y, trace_conserving=False, noise=True, t=None):
-        """{family: array} and ``"gamma"`` at moments ``y`` and time ``t`` (a pure function of both); with the
-        finite-learning-rate terms also ``"N1"``, ``"N2"`` = κ(t) N1, κ(t) N2 (0 when κ = 0), unless
-        ``noise`` is False (a caller that reads only the drift skips their cost)."""
-        state, value = self.state_and_value(y)
+    def coefficient_arrays(self, y, trace_conserving=False, noise=True, t=None, state=None):
+        """{family: array} and ``"gamma"`` at moments ``y``, time ``t`` and `RunState` ``state`` (default: the
+        current one; a pure function of the three); with the finite-learning-rate terms also ``"N1"``, ``"N2"`` =
+        κ(t) N1, κ(t) N2 (0 when κ = 0), unless ``noise`` is False (a caller that reads only the drift skips
+        their cost)."""
+        order, value = self.state_and_value(y, state)
         arrays = self.family.coefficient_arrays(value, self.moments(y), self.model, trace_conserving, self.gamma)
         arrays["gamma"] = self.gamma
         if self.program.has_noise and noise:
             K = self.model.K
-            N1, N2 = self.potential.noise_at(*state) if self.kappa else (np.zeros((K, K)), np.zeros((K, K)))
+            N1, N2 = self.potential.noise_at(*order) if self.kappa else (np.zeros((K, K)), np.zeros((K, K)))
             kappa = self.kappa_at(t)
             arrays["N1"], arrays["N2"] = kappa * N1, kappa * N2
         return arrays
 
-    def coefficients(self, y, t=None):
-        """Coefficient values in program slot order at moments ``y`` and time ``t``."""
-        return self.program.coefficient_vector(self.coefficient_arrays(y, t=t))
+    def coefficients(self, y, t=None, state=None):
+        """Coefficient values in program slot order at moments ``y``, time ``t`` and `RunState` ``state``."""
+        return self.program.coefficient_vector(self.coefficient_arrays(y, t=t, state=state))
 
     def slaving_rates(self, y):
         """Kinds with a mean: the fast phase's rates D_k (untied ``t^A_k + t^B_k``; β ∝ 1/D_k); else empty."""
         return self.mean.slaving_rates(self, y)
 
     # ---- the vector field --------------------------------------------------------------------
-    def rhs(self, t, y):
-        """``dμ/dt`` at moments ``y`` (shape (n_words,)); ``t`` matters only through a schedule's κ(t)."""
+    def rhs(self, t, y, state=None):
+        """``dμ/dt`` at moments ``y`` (shape (n_words,)) in `RunState` ``state`` (default: the current one); ``t``
+        matters only through a schedule's κ(t). A pure function of ``(t, y, state)``."""
         y = np.ascontiguousarray(y, dtype=float)
         p = self.program
         if y.shape != (len(p.words),):  # the kernel does not check its bounds
             raise ValueError(f"the state has shape {y.shape}, the program {len(p.words)} words")
-        return apply_program(*self._terms, self._noise, self.coefficients(y, t), y, np.empty(len(y)))
+        return apply_program(*self._terms, self._noise, self.coefficients(y, t, state), y, np.empty(len(y)))
 
-    def jac(self, t, y):
-        """Jacobian (CSR): the linear part plus the dependence of the coefficients on the state.
+    def checked_rhs(self, t, y):
+        """`rhs` at one state outside a run, with its rule checked there (`refine`; evaluated again at the raised
+        level when the check raised it): what a single evaluation needs where no run audits afterwards (e.g. the
+        drift at a measured state)."""
+        value = self.rhs(t, y)
+        return value if self.refine() else self.rhs(t, y)
+
+    def jac(self, t, y, state=None):
+        """Jacobian (CSR) at ``(t, y, state)`` (as `rhs`): the linear part plus the dependence of the coefficients on the state.
 
         ``∂F_i/∂y_j = L_ij + Σ_s (L_s y)_i ∂c_s/∂y_j``. The sensitivities ∂c/∂y are analytic
         (`_sensitivity`: second derivatives of Φ, through m*(q) for a kind with a mean, and the
@@ -171,8 +199,8 @@ class Truncation:
         """
         y = np.ascontiguousarray(y, dtype=float)
         p, n = self.program, len(y)
-        c = self.coefficients(y, t)
-        columns, sensitivity = self._sensitivity(y)
+        c = self.coefficients(y, t, state)
+        columns, sensitivity = self._sensitivity(y, state)
         terms = self._terms  # reordered only inside rows, so the program's row pointer still applies
         symbol, weight, target = terms.term_symbols(), terms.weight, terms.target
         per_symbol = scipy.sparse.csr_matrix((weight * y[target], (p.term_rows(), symbol)), shape=(n, len(c)))  # L_s y
@@ -197,12 +225,14 @@ class Truncation:
         row_index = np.concatenate([rows[at >= 0] for _, at in parts])
         return scipy.sparse.csr_matrix((data, (row_index, columns)), shape=(n, n))
 
-    def _sensitivity(self, y):
+    def _sensitivity(self, y, state):
         """(columns, S) with ``S[s, j] = ∂c_s/∂y_{columns[j]}`` at the current coefficients."""
         columns = np.unique(np.array(list(self._word.values())))
         where = {int(col): j for j, col in enumerate(columns)}
-        (Q1, Q2, m), value = self.state_and_value(y)
-        second = self.potential.second_at(Q1, Q2, m)
+        state = self.state if state is None else state
+        (Q1, Q2, m), value = self.state_and_value(y, state)
+        with self.potential.frozen(level=state.level):
+            second = self.potential.second_at(Q1, Q2, m)
         K = self.model.K
         # dQ[r, k, l, j]: derivative of ∂Φ/∂Q(r+1)_kl by the state word columns[j]
         dQ = np.zeros((2, K, K, len(columns)))

@@ -322,6 +322,37 @@ def test_rhs_is_a_pure_function_of_the_state():
     assert np.array_equal(truncation.rhs(0.0, y0), first)
 
 
+def test_rhs_is_a_pure_function_of_its_explicit_state_for_a_non_polynomial_loss():
+    """Untied softplus (a quadrature potential, rule calibrated at level 15) with a teacher mean:
+    ``rhs(t, y, state)`` at a `RunState` captured after the fast phase is bit-identical after the run's
+    state moved — `track` followed the branch of m* elsewhere, far states were evaluated at the frozen
+    rule and `refine` raised its level (measured 15 → 31) — while the current state's derivative at the
+    same y has changed (measured by 7.8e-9: the state is what differs). Before, ``rhs(t, y)`` read
+    the branch and the level from the truncation, and moved by 1e-11 after `track`."""
+    config = parse_config(
+        {
+            "model": {"kind": "untied", "K": 2, "trainable": [1]},
+            "loss": {"builtin": "mse", "activation": "softplus", "rtol": 1e-8},
+            "init": {"1": {"kind": "gaussian", "mean": 0.1}, "2": {"kind": "gaussian", "mean": 1.5}},
+            "truncation": {"degree": 3, "observables": ["M1 M2^T"]},
+            "integrate": {"T": 0.1},
+        }
+    )
+    truncation, y0 = from_config(config)
+    truncation.fast_phase(y0, 20.0)
+    state = truncation.state
+    assert truncation.potential.method == "quadrature" and state.level is not None
+    first = truncation.rhs(0.0, y0, state)
+    truncation.track(1.3 * y0)
+    for factor in (2.0, 4.0, 8.0):
+        truncation.rhs(0.0, factor * y0)
+    assert truncation.potential.accuracy_report()["met_rtol"] is False  # far states not yet checked
+    assert truncation.refine() is False and truncation.state.level > state.level
+    assert not np.array_equal(truncation.state.m, state.m)
+    assert np.array_equal(truncation.rhs(0.0, y0, state), first)
+    assert not np.array_equal(truncation.rhs(0.0, y0), first)
+
+
 # ---- 4. untied means ------------------------------------------------------------------------------
 
 

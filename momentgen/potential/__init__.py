@@ -127,17 +127,29 @@ class Potential:
             )
         return value
 
+    @property
+    def rule_level(self):
+        """The quadrature rule's current level (None on the exact path, or before the first evaluation)."""
+        return getattr(self._backend, "level", None)
+
     @contextlib.contextmanager
-    def frozen(self):
+    def frozen(self, level=None):
         """Within the block the quadrature level does not change: Φ is a pure, smooth function of
-        the state (what an ODE solver needs). Far states met meanwhile are checked by `audit`."""
+        the state (what an ODE solver needs). Far states met meanwhile are checked by `audit`.
+        ``level``: evaluate at this level of the rule (a snapshot a run carries, `momentgen.slaved_mean.RunState`)
+        instead of the current one, which is restored after the block; None: the current level (a rule not yet
+        calibrated is calibrated at the first state)."""
         backend = self._backend
-        saved = getattr(backend, "frozen", None)
+        saved, saved_level = getattr(backend, "frozen", None), getattr(backend, "level", None)
         backend.frozen = True
+        if level is not None:
+            backend.level = level
         try:
             yield self
         finally:
             backend.frozen = saved
+            if level is not None:
+                backend.level = saved_level
 
     def audit(self):
         """Check, at the current level, the far states met while frozen; raise the level where the
@@ -165,8 +177,10 @@ class Potential:
             "rtol": self.rtol,
             "accuracy": float(backend.accuracy),
             "states_checked": len(backend.verified),
-            "met_rtol": not self.missed_rtol and backend.accuracy <= self.rtol,
+            "met_rtol": not self.missed_rtol and backend.accuracy <= self.rtol and not backend.pending,
         }
+        if backend.pending:
+            report["note"] = f"{len(backend.pending)} far state(s) met at a frozen rule are not checked yet: audit()"
         if backend.noise is not None and backend.noise.level is not None:
             report["noise"] = {"level": backend.noise.level, "accuracy": float(backend.noise.accuracy)}
         return report
