@@ -193,7 +193,9 @@ def _shared_exponentials(outputs):
         if x not in names:
             names[x] = sympy.Symbol(f"exp_{len(names)}")
         substitution[atom] = names[x] ** n
-    return [(name, sympy.exp(x)) for x, name in names.items()], [sympy.sympify(e).xreplace(substitution) for e in outputs]
+    return [(name, sympy.exp(x)) for x, name in names.items()], [
+        sympy.sympify(e).xreplace(substitution) for e in outputs
+    ]
 
 
 def _weighted_sum_source(groups, variables):

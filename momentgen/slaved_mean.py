@@ -138,9 +138,7 @@ class SlavedMean:
             dm[idx] = -(D * potential.at(Q1, Q2, m).b)[idx]
             return dm
 
-        run = integrate(
-            velocity, truncation.state.m, np.linspace(0.0, T, points), method="LSODA", rtol=rtol, atol=atol
-        )
+        run = integrate(velocity, truncation.state.m, np.linspace(0.0, T, points), method="LSODA", rtol=rtol, atol=atol)
         if run.status != "ok":
             raise PotentialError(f"the fast phase failed: {run.message}")
         end = run.y[-1]

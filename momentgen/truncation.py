@@ -15,8 +15,9 @@ from `momentgen.potential.Potential.noise_at` at the same state.
 besides ``y`` is an explicit, immutable `RunState` — the branch of the slaved mean (kinds with a mean)
 and the quadrature rule's level. ``state`` defaults to the truncation's current one (``Truncation.state``),
 which the solver advances with `Truncation.track` after each accepted step; the rule's level changes only
-in the explicit step `Truncation.refine` (the solvers' audit, `momentgen.integrate.audited`). Time axes: the kind's (`ModelKind.time_scale`); the fast phase of a
-kind with a mean runs on its own axis ``t = nη`` with the moments frozen (MATH.md §4).
+in the explicit step `Truncation.refine` (the solvers' audit, `momentgen.integrate.audited`). Time axes:
+the kind's (`ModelKind.time_scale`); the fast phase of a kind with a mean runs on its own axis ``t = nη``
+with the moments frozen (MATH.md §4).
 """
 
 import numpy as np
@@ -189,7 +190,7 @@ class Truncation:
         return value if self.refine() else self.rhs(t, y)
 
     def jac(self, t, y, state=None):
-        """Jacobian (CSR) at ``(t, y, state)`` (as `rhs`): the linear part plus the dependence of the coefficients on the state.
+        """Jacobian (CSR) at ``(t, y, state)`` (as `rhs`): the linear part plus the coefficients' dependence on y.
 
         ``∂F_i/∂y_j = L_ij + Σ_s (L_s y)_i ∂c_s/∂y_j``. The sensitivities ∂c/∂y are analytic
         (`_sensitivity`: second derivatives of Φ, through m*(q) for a kind with a mean, and the

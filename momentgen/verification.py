@@ -270,7 +270,9 @@ def _drift(config, start, dims, kappa, curve_kappa, plan, say):
             empirical_moments(model, factors, program.word_codes, sigma),
             model.family.matrices.means(factors, sigma),
         )
-        theory = Truncation(program, potential, gamma, means=states[d][1], kappa=curve_kappa).checked_rhs(0.0, states[d][0])
+        theory = Truncation(program, potential, gamma, means=states[d][1], kappa=curve_kappa).checked_rhs(
+            0.0, states[d][0]
+        )
         mean, se = mean_increments(
             model, config.loss(), factors, lr=kappa * batch / d, batch=batch, words=words, steps=steps,
             gamma=gamma, C=C, seed=1, data=config.data(),
@@ -294,7 +296,9 @@ def _drift(config, start, dims, kappa, curve_kappa, plan, say):
     if not passed and curve_kappa == 0 and model.family.noise_scale is not None:
         for d in dims:  # only now (Φ's noise moments can cost minutes): would the term explain the gap?
             y0, means = states[d]
-            per_d[d]["with_term"] = Truncation(program, potential, gamma, means=means, kappa=kappa).checked_rhs(0.0, y0)[rows]
+            per_d[d]["with_term"] = Truncation(program, potential, gamma, means=means, kappa=kappa).checked_rhs(
+                0.0, y0
+            )[rows]
         if np.all(np.abs(extrapolated("with_term")) <= tolerance):
             message += f"; with the finite-learning-rate term at κ = {kappa:.3g} it agrees"
     check = {

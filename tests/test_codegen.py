@@ -35,8 +35,10 @@ def test_pointwise_kernel_matches_mpmath_with_shared_exponentials(cache):
     values = kernel(points)
     with mpmath.workdps(50):
         exact = np.array(
-            [[float(sympy.N(e.subs({x: sympy.Float(a, 50), y: sympy.Float(b, 50)}), 50)) for e in EXPRESSIONS]
-             for a, b in points]
+            [
+                [float(sympy.N(e.subs({x: sympy.Float(a, 50), y: sympy.Float(b, 50)}), 50)) for e in EXPRESSIONS]
+                for a, b in points
+            ]
         )
     assert np.max(np.abs(values - exact) / np.abs(exact)) < 1e-14
     source = next(cache.glob("kernels/k_*.py")).read_text()
