@@ -146,14 +146,14 @@ def reference(config, runs, words, quadratic=False):
 def closure_points(config, spec, exact):
     """Rows (method, order, seconds, sup error, estimate, horizon reached). A run that stopped early
     (e.g. a state at the feasible set's boundary) is compared on the part it reached."""
-    words = list(config.section("truncation")["observables"])
-    times = np.linspace(0.0, config.section("integrate")["T"], exact.shape[1])
+    words = list(config.settings.truncation.observables)
+    times = np.linspace(0.0, config.settings.integrate.T, exact.shape[1])
     rows, quadrature = [], {}
 
     def timed_solve(closure, **options):
         start = time.perf_counter()
         result = solve_with_closure(config.replace(truncation={"draws": options.pop("draws", 1)}), closure, **options)
-        return np.array([result["series"][w] for w in words]), time.perf_counter() - start, result["error_estimate"]
+        return np.array([result.series[w] for w in words]), time.perf_counter() - start, result.error_estimate
 
     def add(method, order, values, seconds, estimate):
         reached = values.shape[1]
@@ -208,7 +208,7 @@ def main():
         start = time.perf_counter()
         runs, words = flow_runs(config, dims, seeds, cache)
         fitted, spread, misfit = reference(config, runs, words, args.quadratic)
-        compared = [words.index(w) for w in config.section("truncation")["observables"]]
+        compared = [words.index(w) for w in config.settings.truncation.observables]
         exact, error = fitted[compared], spread[compared]
         print(
             f"reference: {time.perf_counter() - start:.1f} s, standard error ≤ {error.max():.2e} (resolution 3 SE), "

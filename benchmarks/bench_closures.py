@@ -65,14 +65,14 @@ def solvable():
     exact = solvable_tied_moments(t, 1.0, 1.0, 1.0)
     for n in pick((8, 16, 32, 64), (8,)):
         out, seconds = timed(solve_with_closure, config, "quadrature", degree=2 * n + 1)
-        row("quadrature", n, sup_error(out["series"], exact), out["error_estimate"], seconds, 1.0)
+        row("quadrature", n, sup_error(out.series, exact), out.error_estimate, seconds, 1.0)
     for n in pick((200,) if QUICK else (200, 400), (40,)):
         out, seconds = timed(solve_with_closure, config, "matrix-model", size=n)
-        row("matrix-model", n, sup_error(out["series"], exact), out["error_estimate"], seconds, 1.0)
+        row("matrix-model", n, sup_error(out.series, exact), out.error_estimate, seconds, 1.0)
     out, seconds = timed(solve_with_closure, config, "zero", degree=8)
     print(
-        f"{'zero':>14s} {'M=8':>7} status {out['status']} at t = {out['t'][-1]:.3f}, valid until "
-        f"{out['valid_until']:.3f} ({seconds:.2f} s)"
+        f"{'zero':>14s} {'M=8':>7} status {out.status} at t = {out.t[-1]:.3f}, valid until "
+        f"{out.valid_until:.3f} ({seconds:.2f} s)"
     )
 
 
@@ -94,10 +94,10 @@ def tied_h2():
     header(f"d={max(flows)} flow s / s")
     for n in pick((3, 4, 5, 6, 7) if QUICK else (3, 4, 5, 6, 7, 8), (3,)):
         out, seconds = timed(solve_with_closure, config, "quadrature", degree=2 * n + 1)
-        row("quadrature", n, sup_error(out["series"], exact), out["error_estimate"], seconds, 2.5, baseline / seconds)
+        row("quadrature", n, sup_error(out.series, exact), out.error_estimate, seconds, 2.5, baseline / seconds)
     for n in pick((300,) if QUICK else (300, 800), (40,)):
         out, seconds = timed(solve_with_closure, config, "matrix-model", size=n)
-        row("matrix-model", n, sup_error(out["series"], exact), out["error_estimate"], seconds, 2.5, baseline / seconds)
+        row("matrix-model", n, sup_error(out.series, exact), out.error_estimate, seconds, 2.5, baseline / seconds)
     for d, (error, seconds) in flows.items():
         row("flow (seed 0)", f"d={d}", error, None, seconds, 2.5, baseline / seconds)
 
@@ -109,9 +109,9 @@ def fig1_learning_curve():
     for n in pick((6, 7) if QUICK else (6, 7, 8), (3,)):
         out, seconds = timed(solve_with_closure, config, "quadrature", degree=2 * n + 1)
         print(
-            f"n = {n}: {seconds:6.2f} s (budget 30 s), p12(20) = {out['derived']['p12'][-1]:.4f}, "
-            f"estimate {out['error_estimate']:.2e}, traciality defect ≤ "
-            f"{max(out['error_series']['traciality_defect']):.2e}"
+            f"n = {n}: {seconds:6.2f} s (budget 30 s), p12(20) = {out.derived['p12'][-1]:.4f}, "
+            f"estimate {out.error_estimate:.2e}, traciality defect ≤ "
+            f"{max(out.error_series['traciality_defect']):.2e}"
         )
 
 
@@ -121,7 +121,7 @@ def untied_h1():
     header()
     for n in pick((1, 2) if QUICK else (1, 2, 3), (2,)):
         out, seconds = timed(solve_with_closure, config, "quadrature", degree=2 * n + 1)
-        row("quadrature", n, None, out["error_estimate"], seconds, 0.4)  # no exact reference: see the tests
+        row("quadrature", n, None, out.error_estimate, seconds, 0.4)  # no exact reference: see the tests
 
 
 if __name__ == "__main__":

@@ -49,10 +49,10 @@ def step_vs_gemm():
 
 def theory_vs_sgd(name, degree):
     config = load_config(ROOT / "examples" / "configs" / f"{name}.toml")
-    integrate = config.section("integrate")
+    integrate = config.settings.integrate
     config = config.replace(  # smoke: d = 40 has a step of 1e-3 on t, so a grid no finer than that
-        sgd={"d": pick(config.section("sgd")["d"], 40)},
-        integrate={"T": pick(integrate["T"], 0.01), "points": pick(integrate["points"], 6)},
+        sgd={"d": pick(config.settings.sgd.d, 40)},
+        integrate={"T": pick(integrate.T, 0.01), "points": pick(integrate.points, 6)},
     )
     start = time.perf_counter()
     theory = solve_with_closure(config, "zero", degree)
@@ -61,7 +61,7 @@ def theory_vs_sgd(name, degree):
     run = simulate_config(config, seeds=[0], progress=False)
     t_sgd = time.perf_counter() - start
     print(
-        f"   {name}: theory M={degree} (+ M-2) {t_theory:.2f} s [{theory['status']}]; SGD d={run['d']} "
+        f"   {name}: theory M={degree} (+ M-2) {t_theory:.2f} s [{theory.status}]; SGD d={run['d']} "
         f"B={run['batch']} {run['steps'][-1]} steps {t_sgd:.1f} s; SGD/theory = {t_sgd / t_theory:.0f}x"
     )
 
@@ -79,7 +79,7 @@ def learning_curve_vs_sgd():
     steps = run["steps"][-1]
     print(
         f"3. fig. 1 on t in [0, {T}]: quadrature n=6 (+ its Radau variant and n=5) {t_theory:.2f} s [estimate "
-        f"{theory['error_estimate']:.1e}]; SGD d={run['d']} {steps} steps {t_sgd:.1f} s; SGD/theory = "
+        f"{theory.error_estimate:.1e}]; SGD d={run['d']} {steps} steps {t_sgd:.1f} s; SGD/theory = "
         f"{t_sgd / t_theory:.0f}x (budget 1000x: {'ok' if t_sgd >= 1000 * t_theory else 'UNDER'})"
     )
     config = config.replace(integrate={"T": T_whole, "points": 81})
@@ -89,7 +89,7 @@ def learning_curve_vs_sgd():
     whole_steps = round(T_whole * run["d"] / (4 * run["lr"]))
     t_sgd_whole = t_sgd / steps * whole_steps
     print(
-        f"   whole curve t in [0, {T_whole:g}] (p12 -> {whole['derived']['p12'][-1]:.3f}): quadrature {t_whole:.2f} s; "
+        f"   whole curve t in [0, {T_whole:g}] (p12 -> {whole.derived['p12'][-1]:.3f}): quadrature {t_whole:.2f} s; "
         f"SGD {whole_steps} steps ~ {t_sgd_whole:.0f} s at the measured {t_sgd / steps * 1e3:.1f} ms/step; "
         f"SGD/theory ~ {t_sgd_whole / t_whole:.0f}x"
     )

@@ -102,8 +102,8 @@ def fig1_solve():
     out = solve_with_closure(config, "zero", 8)
     seconds = time.perf_counter() - start
     print(
-        f"   status {out['status']}, valid_until {out['valid_until']:.4g}, {seconds:.2f} s for both degrees "
-        f"(budget 10: {'ok' if seconds <= 10 else 'OVER'}), nfev {out['nfev']}"
+        f"   status {out.status}, valid_until {out.valid_until:.4g}, {seconds:.2f} s for both degrees "
+        f"(budget 10: {'ok' if seconds <= 10 else 'OVER'}), nfev {out.extra['nfev']}"
     )
 
 
@@ -111,7 +111,7 @@ def finite_lr_cost():
     print("4. the finite-learning-rate term: rhs time with and without (kappa = 0.3), same run")
     for name, degree in pick((("fig1_tied_softmax", 8), ("fig4_linear", 14)), (("fig4_linear", 4),)):
         config = load_config(ROOT / "examples" / "configs" / f"{name}.toml")
-        lr = 0.3 * config.section("sgd")["batch"] / config.section("sgd")["d"]
+        lr = 0.3 * config.settings.sgd.batch / config.settings.sgd.d
         term = config.replace(integrate={"finite_lr": True}, sgd={"lr": lr})
         (plain, y0), (noisy, y1) = from_config(config, degree), from_config(term, degree)
         t_plain = best(lambda f=plain, y=y0: f.rhs(0.0, y))

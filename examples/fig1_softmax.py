@@ -44,8 +44,8 @@ def main():
     args = parser.parse_args()
     out = pathlib.Path(args.out)
     config = load_config(CONFIG)
-    config.raw["integrate"].update(T=args.T, points=args.points)
-    config.raw["truncation"]["degree"] = QUADRATURE_DEGREE
+    config = config.replace(integrate=dict(T=args.T, points=args.points))
+    config = config.replace(truncation={"degree": QUADRATURE_DEGREE})
     data = compare(
         config,
         degrees=(2, 4, 6, 8, 10),
@@ -55,8 +55,8 @@ def main():
         closures=("zero", "quadrature", "matrix-model"),
         theory_init="finite",
     )
-    sgd = config.section("sgd")
-    print(f"eta d / B = {sgd['lr'] * args.d / sgd['batch']:.4f}; horizon t = {args.T}")
+    sgd = config.settings.sgd
+    print(f"eta d / B = {sgd.lr * args.d / sgd.batch:.4f}; horizon t = {args.T}")
     print(f"{'theory':>26s} {'valid_until':>11s}  sup|theory − SGD| on q12: all / in window")
     for name, theory in data["theory"].items():
         row = next(
@@ -72,21 +72,21 @@ def main():
 
 def learning_curve(out, T=20.0):
     config = load_config(CONFIG)
-    config.raw["integrate"].update(T=T, points=201, validity_tol=1e-2)
+    config = config.replace(integrate=dict(T=T, points=201, validity_tol=1e-2))
     runs = {n: solve_with_closure(config, "quadrature", degree=2 * n + 1) for n in (5, 6, 7)}
     summary = {
         str(n): {
-            "seconds": r["seconds"],
-            "error_estimate": r["error_estimate"],
-            "p12_end": r["derived"]["p12"][-1],
-            "max_traciality_defect": max(r["error_series"]["traciality_defect"]),
+            "seconds": r.extra["seconds"],
+            "error_estimate": r.error_estimate,
+            "p12_end": r.derived["p12"][-1],
+            "max_traciality_defect": max(r.error_series["traciality_defect"]),
         }
         for n, r in runs.items()
     }
     data = {
-        "t": runs[7]["t"],
-        "p12": {str(n): r["derived"]["p12"] for n, r in runs.items()},
-        "estimate": {str(n): r["error_series"]["estimate"] for n, r in runs.items()},
+        "t": runs[7].t,
+        "p12": {str(n): r.derived["p12"] for n, r in runs.items()},
+        "estimate": {str(n): r.error_series["estimate"] for n, r in runs.items()},
         "summary": summary,
     }
     path = out / "fig1_learning_curve.png"

@@ -40,14 +40,14 @@ THRESHOLD = 0.1
 
 def tied_config(activation, T=2.5):
     config = load_config(CONFIGS / "fig2_tied_h2.toml")
-    config.raw["loss"]["activation"] = activation
-    config.raw["integrate"].update(T=T, points=51)
+    config = config.replace(loss={"activation": activation})
+    config = config.replace(integrate=dict(T=T, points=51))
     return config
 
 
 def direct_config(T=1.0):
     config = load_config(CONFIGS / "fig2_direct_h2.toml")
-    config.raw["integrate"].update(T=T, points=41)
+    config = config.replace(integrate=dict(T=T, points=41))
     return config
 
 
@@ -62,7 +62,7 @@ def tied_panel(d, sgd_by_activation):
     panels = {}
     for activation, sgd in sgd_by_activation.items():
         config = tied_config(activation)
-        t = np.linspace(0, config.section("integrate")["T"], 51)
+        t = np.linspace(0, config.settings.integrate.T, 51)
         inits = config.inits()
         exact = riccati_tied_moments(Potential(config.loss(), "tied"), inits[1], inits[2], t)
         exact_p12 = exact["S1 S2"] - exact["S1"] * inits[2].width_ratio * inits[2].scale ** 2
@@ -72,13 +72,13 @@ def tied_panel(d, sgd_by_activation):
         panels[activation] = {
             "t": t.tolist(),
             "exact_p12": exact_p12.tolist(),
-            "zero_t": zero["t"],
-            "zero_p12": zero["derived"]["p12"],
-            "zero_valid_until": zero["valid_until"],
-            "zero_status": zero["status"],
-            "quadrature_p12": quadrature["derived"]["p12"],
-            "quadrature_estimate": quadrature["error_estimate"],
-            "quadrature_error": float(np.abs(np.array(quadrature["derived"]["p12"]) - exact_p12).max()),
+            "zero_t": zero.t,
+            "zero_p12": zero.derived["p12"],
+            "zero_valid_until": zero.valid_until,
+            "zero_status": zero.status,
+            "quadrature_p12": quadrature.derived["p12"],
+            "quadrature_estimate": quadrature.error_estimate,
+            "quadrature_error": float(np.abs(np.array(quadrature.derived["p12"]) - exact_p12).max()),
             "sgd_t": sgd["t"],
             "sgd_p12": p12.tolist(),
             "sgd_minus_exact": float(np.abs(p12 - exact_p12).max()),
@@ -86,9 +86,7 @@ def tied_panel(d, sgd_by_activation):
         }
         if activation == "h2":
             matrix = solve_with_closure(config, "matrix-model", size=200)
-            panels[activation].update(
-                matrix_p12=matrix["derived"]["p12"], matrix_error_estimate=matrix["error_estimate"]
-            )
+            panels[activation].update(matrix_p12=matrix.derived["p12"], matrix_error_estimate=matrix.error_estimate)
     return panels
 
 

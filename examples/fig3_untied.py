@@ -33,9 +33,9 @@ ESCAPE = 0.5  # the |overlap| level that counts as "escaped" (h2 is even, so −
 
 def configure(activation, d, T, points):
     config = load_config(CONFIG)
-    config.raw["loss"]["activation"] = activation
-    config.raw["integrate"].update(T=T, points=points)
-    config.raw["sgd"].update(d=d, lr=0.01, batch=1024, seeds=[0])
+    config = config.replace(loss={"activation": activation})
+    config = config.replace(integrate=dict(T=T, points=points))
+    config = config.replace(sgd=dict(d=d, lr=0.01, batch=1024, seeds=[0]))
     return config
 
 
@@ -60,14 +60,14 @@ def main():
     rows, panels = [], {}
     for (activation, config), sgd in zip(configs.items(), runs):
         theory = solve_with_closure(config, "quadrature", degree=7 if activation == "h1" else 5)
-        t = np.array(theory["t"])
-        measured, predicted = symmetric_overlap(sgd["series"]), np.array(theory["derived"]["symmetric_overlap"])
+        t = np.array(theory.t)
+        measured, predicted = symmetric_overlap(sgd["series"]), np.array(theory.derived["symmetric_overlap"])
         zero = solve_with_closure(config, "zero", degree=4)
         panels[activation] = {
             "t": t.tolist(),
             "sgd": measured.tolist(),
             "theory": predicted.tolist(),
-            "estimate": theory["error_series"]["estimate"],
+            "estimate": theory.error_series["estimate"],
         }
         rows.append(
             {
@@ -79,10 +79,10 @@ def main():
                 "sgd_overlap_end": float(measured[-1]),
                 "theory_overlap_end": float(predicted[-1]),
                 "sup_theory_minus_sgd": float(np.abs(predicted - measured).max()),
-                "theory_order": theory["size"],
-                "theory_seconds": theory["seconds"],
-                "zero_closure_status": zero["status"],
-                "zero_closure_stopped_at": zero["t"][-1],
+                "theory_order": theory.size,
+                "theory_seconds": theory.extra["seconds"],
+                "zero_closure_status": zero.status,
+                "zero_closure_stopped_at": zero.t[-1],
             }
         )
     out = pathlib.Path(args.out)

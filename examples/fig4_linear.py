@@ -42,7 +42,7 @@ def run(T=0.15, points=151):
         truncation, y0 = from_config(config, M)
         runs[M] = solve(truncation, y0, T, points, "LSODA", rtol=1e-11, atol=1e-13)
     grid = np.linspace(0, T, points)
-    exact = solvable_tied_moments(grid, student.width_ratio, student.scale, teacher.c, config.section("model")["gamma"])
+    exact = solvable_tied_moments(grid, student.width_ratio, student.scale, teacher.c, config.settings.model.gamma)
     table = []
     for M in DEGREES:
         result = runs[M]
@@ -65,8 +65,8 @@ def run(T=0.15, points=151):
 def long_horizon(d, T=0.5, points=51):
     """SGD at ``d``, the closed form and the quadrature closure on [0, T], past every degree's window."""
     config = load_config(CONFIG)
-    config.raw["integrate"].update(T=T, points=points)
-    config.raw["sgd"]["d"] = d
+    config = config.replace(integrate=dict(T=T, points=points))
+    config = config.replace(sgd={"d": d})
     student, teacher = config.inits()[1], config.inits()[2]
     grid = np.linspace(0, T, points)
     exact = solvable_tied_moments(grid, student.width_ratio, student.scale, teacher.c)
@@ -83,19 +83,19 @@ def long_horizon(d, T=0.5, points=51):
         },
         "quadrature": {
             n: {
-                "sup_minus_exact_q11": float(np.abs(np.array(c["series"]["S1 S1"]) - exact["S1 S1"]).max()),
-                "estimate": c["error_estimate"],
-                "seconds": c["seconds"],
+                "sup_minus_exact_q11": float(np.abs(np.array(c.series["S1 S1"]) - exact["S1 S1"]).max()),
+                "estimate": c.error_estimate,
+                "seconds": c.extra["seconds"],
             }
             for n, c in closures.items()
         },
-        "zero_M12": {"status": zero["status"], "stopped_at": zero["t"][-1]},
+        "zero_M12": {"status": zero.status, "stopped_at": zero.t[-1]},
     }
     return {
         "t": grid,
         "exact": exact["S1 S1"],
         "sgd": sgd["series"]["S1 S1"],
-        "quadrature": {n: c["series"]["S1 S1"] for n, c in closures.items()},
+        "quadrature": {n: c.series["S1 S1"] for n, c in closures.items()},
         "summary": summary,
     }
 

@@ -72,7 +72,7 @@ def run_case(name, kappa, d, batch, seeds):
         "sgd_se": {w: v.tolist() for w, v in se.items()},
         "errors": errors,
         "kappa": kappa,
-        "lr": config.section("sgd")["lr"],
+        "lr": config.settings.sgd.lr,
         "config_hash": config.digest,
         "seconds": {"sgd": sum(r["seconds"] for r in runs), "theory": sum(r["seconds"] for r in theories)},
     }

@@ -43,7 +43,7 @@ def run(seeds):
     tasks = [(theory_task, (c.raw, c.source, None, None)) for c in cases.values()]
     tasks += [(sgd_task, (c.raw, c.source, d, s)) for c in cases.values() for d in DIMENSIONS for s in range(seeds)]
     results = run_tasks(tasks)
-    T = base.section("integrate")["T"]
+    T = base.settings.integrate.T
     out, cursor = {}, len(cases)
     for i, (a, config) in enumerate(cases.items()):
         theory = results[i]

@@ -40,7 +40,7 @@ def run(seeds):
     """Per schedule: the theory's JSON and the SGD runs (one task per seed), all in parallel."""
     cases = configs(seeds)
     tasks = [(theory_task, (c.raw, c.source, None, None)) for c in cases.values()]
-    tasks += [(sgd_task, (c.raw, c.source, c.section("sgd")["d"], s)) for c in cases.values() for s in range(seeds)]
+    tasks += [(sgd_task, (c.raw, c.source, c.settings.sgd.d, s)) for c in cases.values() for s in range(seeds)]
     results = run_tasks(tasks)
     out = {}
     for i, (name, config) in enumerate(cases.items()):

@@ -113,9 +113,9 @@ def compare(
     where ``compare.png``/``.svg``/``.json`` go (a temporary folder when None)."""
     overrides = {k: v for k, v in kw.items() if k not in ("scheduler", "n_jobs")}
     config = _config(config, overrides, finite_lr)
-    degrees = [config.section("truncation")["degree"]] if degrees is None else int_list(degrees, "degrees")
-    dims = [config.section("sgd")["d"]] if dims is None else int_list(dims, "dims")
-    closures = [config.section("truncation")["closure"]] if closures is None else names(closures, "closures")
+    degrees = [config.settings.truncation.degree] if degrees is None else int_list(degrees, "degrees")
+    dims = [config.settings.sgd.d] if dims is None else int_list(dims, "dims")
+    closures = [config.settings.truncation.closure] if closures is None else names(closures, "closures")
     for degree in degrees:  # every value passes the file's own validation
         config.replace(truncation={"degree": degree})
     for d in dims:
@@ -123,9 +123,9 @@ def compare(
     for closure in closures:
         config.replace(truncation={"closure": closure})
     seeds = (
-        config.section("sgd")["seeds"]
+        config.settings.sgd.seeds
         if seeds is None
-        else config.replace(sgd={"seeds": seed_list(seeds)}).section("sgd")["seeds"]
+        else config.replace(sgd={"seeds": seed_list(seeds)}).settings.sgd.seeds
     )
     if theory_init not in ("finite", "infinite"):
         raise ConfigError(f"theory_init must be 'finite' or 'infinite', got {shown(theory_init)}")

@@ -153,7 +153,7 @@ def _flag(key):
 
 def _cmd_generate(args):
     config = _load(args, truncation={"degree": args.degree})
-    degree = config.section("truncation")["degree"]
+    degree = config.settings.truncation.degree
     out = _out_path(args.out) if args.out is not None else _default_module(args.config, degree)
     ensure_outputs([("--out", out)], config.input_paths())
     command = f"momentgen generate-truncation {args.config} --degree {degree} --out {out}"
@@ -244,7 +244,7 @@ def _horizon(result):
 
 
 def _seed_list(config, n):
-    return config.section("sgd")["seeds"] if n is None else list(range(n))
+    return config.settings.sgd.seeds if n is None else list(range(n))
 
 
 def _cmd_simulate(args):
@@ -266,9 +266,9 @@ def _cmd_simulate(args):
 
 def _cmd_compare(args):
     config = _load(args, integrate={"finite_lr": True if args.finite_lr else None}, sgd=_sgd_overrides(args))
-    degrees = _int_list(args.degrees, "--degrees") or [config.section("truncation")["degree"]]
-    dims = _int_list(args.d, "--d") or [config.section("sgd")["d"]]
-    closures = args.closures.split(",") if args.closures else [config.section("truncation")["closure"]]
+    degrees = _int_list(args.degrees, "--degrees") or [config.settings.truncation.degree]
+    dims = _int_list(args.d, "--d") or [config.settings.sgd.d]
+    closures = args.closures.split(",") if args.closures else [config.settings.truncation.closure]
     unknown = [c for c in closures if c not in CLOSURES]
     if unknown:
         raise MomentgenError(f"--closures {unknown[0]!r} is not a closure: choose from {', '.join(CLOSURES)}")
@@ -370,8 +370,8 @@ def _cmd_cache(args):
 
 def _cmd_latex(args):
     config = _load(args, truncation={"degree": args.degree})
-    truncation = config.section("truncation")
-    program = build(config.model, truncation["degree"], truncation["observables"], max_bytes=config.max_bytes)
+    truncation = config.settings.truncation
+    program = build(config.model, truncation.degree, truncation.observables, max_bytes=config.max_bytes)
     print(program.to_latex(limit=args.words))
     return 0
 

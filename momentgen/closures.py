@@ -176,13 +176,13 @@ class ZeroClosure(Closure):
     companion = "quadrature"
 
     def label(self, config, degree=None):
-        return f"M={config.section('truncation')['degree'] if degree is None else degree}"
+        return f"M={config.settings.truncation.degree if degree is None else degree}"
 
     def solve(self, problem, degree=None, size=None):
         config, model = problem.config, problem.model
         integrate = problem.integrate
-        M = config.section("truncation")["degree"] if degree is None else degree
-        observables = config.section("truncation")["observables"]
+        M = config.settings.truncation.degree if degree is None else degree
+        observables = config.settings.truncation.observables
         runs, fast, closed = {}, {}, False
         lowest = model.family.state_degree(model)  # the words Φ reads: 2, or 4–5 with the letter Σ
         for m in [M] + ([M - 2] if M - 2 >= lowest else []):  # degree M first: an error names the degree asked for
@@ -199,7 +199,7 @@ class ZeroClosure(Closure):
             message = f"the {model.kind} model's hierarchy is closed: solved exactly (no closure needed); {message}"
         means = fast.get("m_star", problem.means)
         derived = _derived(problem, series, means)
-        valid_until = validity_horizon(fine, runs.get(M - 2), words, integrate["validity_tol"], closed)
+        valid_until = validity_horizon(fine, runs.get(M - 2), words, integrate.validity_tol, closed)
         risk_window = (
             {"risk_valid_until": valid_until} if closed else self._risk_window(problem, runs, M, derived, means)
         )
@@ -252,7 +252,7 @@ class ZeroClosure(Closure):
             kappa_profile=problem.kappa_profile,
         )  # fmt: skip
         y0 = problem.initial_moments(program.word_codes)
-        fast = truncation.mean.fast_phase(truncation, y0, integrate["fast_T"])
+        fast = truncation.mean.fast_phase(truncation, y0, integrate.fast_T)
         start = truncation.state.m  # a rerun starts on this branch, at the rule's level after the audit
 
         def run():
@@ -260,9 +260,9 @@ class ZeroClosure(Closure):
                 truncation,
                 y0,
                 problem.times[-1],
-                method=integrate["method"],
-                rtol=integrate["rtol"],
-                atol=integrate["atol"],
+                method=integrate.method,
+                rtol=integrate.rtol,
+                atol=integrate.atol,
                 grid=problem.times,
             )
 
@@ -338,7 +338,7 @@ class FlowClosure(Closure):
                 derived,
                 status,
                 message,
-                last_time_within(t, estimate, integrate["validity_tol"]),
+                last_time_within(t, estimate, integrate.validity_tol),
                 degree=degree,
                 size=legs["fine"][0],
                 error_estimate=float(estimate[-1]) if np.isfinite(estimate[-1]) else None,
@@ -377,7 +377,7 @@ class MatrixModelClosure(FlowClosure):
     from_finite_start = False  # its n × n matrices follow the d = ∞ law
 
     def label(self, config, degree=None):
-        return f"matrix-model n={config.section('truncation')['size']}"
+        return f"matrix-model n={config.settings.truncation.size}"
 
     def legs(self, problem, degree, size):
         stochastic = problem.kappa > 0
@@ -389,8 +389,8 @@ class MatrixModelClosure(FlowClosure):
                     {"fine": ("given", 0), "seed": ("given", 1)},
                 )
             return f"matrix flow of the given d = {d} matrices (exact: no closure)", {"fine": ("given", 0)}
-        n = size or problem.config.section("truncation")["size"]
-        draws = problem.config.section("truncation")["draws"]
+        n = size or problem.config.settings.truncation.size
+        draws = problem.config.settings.truncation.draws
         if 1 < draws < MIN_DRAWS:
             raise ModelError(f"[truncation] draws = {draws}: use 1 (one matrix model) or ≥ {MIN_DRAWS} (an ensemble)")
         if draws > 1 and not stochastic:
@@ -500,10 +500,10 @@ class QuadratureClosure(FlowClosure):
     def checked_resolution(self, config):
         """Beside a zero closure: its own degree, as an odd M with order n = (M − 1)/2 from 2 to 4 (the
         representation grows like (letters)^n: a high order is minutes for several letters)."""
-        return {"degree": min(9, max(5, config.section("truncation")["degree"] | 1))}
+        return {"degree": min(9, max(5, config.settings.truncation.degree | 1))}
 
     def label(self, config, degree=None):
-        return f"quadrature n={(config.section('truncation')['degree'] - 1) // 2}"
+        return f"quadrature n={(config.settings.truncation.degree - 1) // 2}"
 
     def carries_finite_lr(self, model):
         """Only a closed hierarchy (solved by the zero closure): the Itô pair term is not a drift of the
@@ -511,7 +511,7 @@ class QuadratureClosure(FlowClosure):
         return model.family.closes(model)
 
     def legs(self, problem, degree, size):
-        M = degree or problem.config.section("truncation")["degree"]
+        M = degree or problem.config.settings.truncation.degree
         n = (M - 1) // 2
         if n < 1:
             raise ModelError(f"the quadrature closure needs degree M ≥ 3 (order n = ⌊(M − 1)/2⌋ ≥ 1), got M = {M}")
@@ -624,8 +624,8 @@ def solve_with_closure(config, closure=None, degree=None, size=None, factors=Non
     given = {"closure": closure, "degree": degree, "size": size}
     overrides = {key: value for key, value in given.items() if value is not None}
     config = config.replace(truncation=overrides) if overrides else config
-    name = config.section("truncation")["closure"]
-    T = config.section("integrate")["T"]
+    name = config.settings.truncation.closure
+    T = config.settings.integrate.T
     bad = [t for t in times if isinstance(t, bool) or not (isinstance(t, (int, float)) and 0 <= t <= T)]
     if bad:
         raise ModelError(f"output times must be numbers in [0, T = {T:g}], got {bad[0]!r}")

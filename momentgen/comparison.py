@@ -147,8 +147,8 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
         "table": table,
         "seconds": time.perf_counter() - start,
         "config_hash": config.digest,
-        "lr": config.section("sgd")["lr"],
-        "batch": config.section("sgd")["batch"],
+        "lr": config.settings.sgd.lr,
+        "batch": config.settings.sgd.batch,
     }
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -165,14 +165,14 @@ def _with_kappa(config, specs, dims):
     (`Closure.carries_finite_lr`)."""
     if not config.kappa:
         return [(*spec, 0.0) for spec in specs]
-    sgd = config.section("sgd")
+    sgd = config.settings.sgd
     out = []
     for closure, M, d in specs:
         out.append((closure, M, d, 0.0))
         if not CLOSURES[closure].carries_finite_lr(config.model):
             continue
         for dim in dims if d is None else (d,):
-            out.append((closure, M, d, sgd["lr"] * dim / sgd["batch"]))
+            out.append((closure, M, d, sgd.lr * dim / sgd.batch))
     return out
 
 
@@ -180,8 +180,8 @@ def _kappa_dimension(config, d, kappa):
     """The d whose SGD run's κ a theory curve carries (None for κ = 0)."""
     if not kappa:
         return None
-    sgd = config.section("sgd")
-    return d if d is not None else int(round(kappa * sgd["batch"] / sgd["lr"]))
+    sgd = config.settings.sgd
+    return d if d is not None else int(round(kappa * sgd.batch / sgd.lr))
 
 
 def _theory_label(config, closure, degree, d, kappa=0.0):

@@ -108,10 +108,10 @@ def write_module(config, out, degree=None, command=None):
             "batch_schedule to generate it (under a schedule the same hierarchy holds on the integrated time "
             "s = T F(t/T), MATH.md §11; `momentgen solve` applies it)"
         )
-    degree = config.section("truncation")["degree"] if degree is None else degree
+    degree = config.settings.truncation.degree if degree is None else degree
     source = config.source
     config = _relocated(config, out.parent)
-    program = build(config.model, degree, config.section("truncation")["observables"], max_bytes=config.max_bytes)
+    program = build(config.model, degree, config.settings.truncation.observables, max_bytes=config.max_bytes)
     _, y0 = from_config(config, degree, program=program)
     arrays = program.to_arrays()
     arrays["initial_state"] = y0
@@ -187,12 +187,13 @@ def _structure_digest(config, degree):
     """Hash of what the data file depends on: model structure, truncation, inits, degree, and whether
     the program carries the finite-learning-rate terms (their κ = lr·d/batch is a coefficient: editing
     [sgd] in SPEC needs no regeneration)."""
-    model = {k: v for k, v in config.raw["model"].items() if k not in ("gamma", "C")}
+    raw = config.raw
+    model = {k: v for k, v in raw["model"].items() if k not in ("gamma", "C")}
     parts = {
         "model": model,
-        "data": config.raw["data"],
-        "truncation": config.raw["truncation"],
-        "init": config.raw["init"],
+        "data": raw["data"],
+        "truncation": raw["truncation"],
+        "init": raw["init"],
         "degree": degree,
     }
     if config.kappa > 0:
@@ -268,4 +269,4 @@ def load(module_file, spec, stamp):
     if y0.shape != program.packed.shape or not np.all(np.isfinite(y0)):
         raise StaleModuleError(f"{module_file}: {path.name} holds a bad initial state; {regenerate}")
     truncation, _ = from_config(config, spec["degree"], program=program, initial=y0)
-    return _Loaded(truncation, y0, config.section("truncation")["observables"])
+    return _Loaded(truncation, y0, config.settings.truncation.observables)

@@ -56,13 +56,13 @@ def _common_grid(curves, points):
 
 def _sgd_eigenvalues(config, times, products):
     """One SGD run (``[sgd] d``, the first seed) measured at ``times``: {name: {"d", "seed", "eigenvalues"}}."""
-    table, model_table = config.section("sgd"), config.section("model")
-    d, seed = table["d"], table["seeds"][0]
+    table, model_table = config.settings.sgd, config.settings.model
+    d, seed = table.d, table.seeds[0]
     check_sgd_plan(config, d)
     grid = np.asarray(times, dtype=float)
-    run = sgd(config.model, config.loss(), config.inits(), d=d, lr=table["lr"], batch=table["batch"], times=grid,
-              words=list(products), gamma=model_table["gamma"], C=model_table["C"], seed=seed, progress=False,
-              schedules=config.schedules(), horizon=config.section("integrate")["T"], spectra=products,
+    run = sgd(config.model, config.loss(), config.inits(), d=d, lr=table.lr, batch=table.batch, times=grid,
+              words=list(products), gamma=model_table.gamma, C=model_table.C, seed=seed, progress=False,
+              schedules=config.schedules(), horizon=config.settings.integrate.T, spectra=products,
               data=config.data())  # fmt: skip
     return {
         name: {"d": d, "seed": seed, "eigenvalues": [e.tolist() for e in values]}

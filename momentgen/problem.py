@@ -89,17 +89,17 @@ class Problem:
 
     @property
     def gamma(self):
-        return self.config.section("model")["gamma"]
+        return self.config.settings.model.gamma
 
     @property
     def integrate(self):
-        return self.config.section("integrate")
+        return self.config.settings.integrate
 
     @cached_property
     def nominal_times(self):
         """The output grid, uniform on [0, T] on the kind's time axis (∝ samples: where results are reported),
         with the extra ``output_times``."""
-        grid = np.linspace(0.0, self.integrate["T"], self.integrate["points"])
+        grid = np.linspace(0.0, self.integrate.T, self.integrate.points)
         return np.union1d(grid, self.output_times) if self.output_times else grid
 
     @cached_property
@@ -162,7 +162,7 @@ class Problem:
         program = self._source_program
         truncation = Truncation(program, self.potential, self.gamma, means=self.means)
         initial = partial(self.initial_moments, program.word_codes)  # computed only by a kind with a mean
-        return truncation.mean.fast_phase(truncation, initial, self.integrate["fast_T"])
+        return truncation.mean.fast_phase(truncation, initial, self.integrate.fast_T)
 
     def matrix_flow(self, factors, means=None, spectra=None):
         """``factors`` moved by the kind's matrix flow with the theory's coefficients (starting on the

@@ -94,30 +94,30 @@ def check_sgd_plan(config, d=None):
     needs more than ``[sgd] max_steps`` steps per seed, more memory than ``[truncation] max_memory_gb``, or
     whose output grid is finer than one SGD step (two grid times would be labelled with one step's
     values). Returns the steps per seed."""
-    sgd_table, integrate = config.section("sgd"), config.section("integrate")
-    d = sgd_table["d"] if d is None else d
-    family, lr = config.model.family, sgd_table["lr"]
-    steps = int(steps_for(config.model, [integrate["T"]], d, lr)[0])
-    if steps > sgd_table["max_steps"]:
+    sgd_table, integrate = config.settings.sgd, config.settings.integrate
+    d = sgd_table.d if d is None else d
+    family, lr = config.model.family, sgd_table.lr
+    steps = int(steps_for(config.model, [integrate.T], d, lr)[0])
+    if steps > sgd_table.max_steps:
         raise MomentgenError(
             f"the SGD reference at d = {d} needs {steps:.3g} steps per seed to reach {family.time_symbol} = "
-            f"{integrate['T']:g} (limit [sgd] max_steps = {sgd_table['max_steps']:.3g}): lower [integrate] T, "
+            f"{integrate.T:g} (limit [sgd] max_steps = {sgd_table.max_steps:.3g}): lower [integrate] T, "
             "raise lr, or raise max_steps"
         )
-    batch = int(np.ceil(sgd_table["batch"] * config.schedules()[1].peak))  # the largest batch of a schedule
-    memory = matrix_bytes(config.model, d, config.inits(), batch, config.section("model")["L"])
+    batch = int(np.ceil(sgd_table.batch * config.schedules()[1].peak))  # the largest batch of a schedule
+    memory = matrix_bytes(config.model, d, config.inits(), batch, config.settings.model.L)
     if memory > config.max_bytes:
         raise MomentgenError(
             f"the SGD reference at d = {d} (batch {batch}) needs about {memory / 2**30:.3g} GiB; the "
             f"limit is [truncation] max_memory_gb = {config.max_bytes / 2**30:g}: lower d or batch, or raise the limit"
         )
-    spacing = integrate["T"] / (integrate["points"] - 1)
+    spacing = integrate.T / (integrate.points - 1)
     step = 1.0 / family.steps_per_time(d, lr)
     if step > spacing * (1 + 1e-9):
         raise MomentgenError(
             f"one SGD step at d = {d} is {step:.3g} on {family.time_symbol}, longer than the output spacing "
             f"{spacing:.3g}: SGD cannot be reported at those times; lower [integrate] points to at most "
-            f"{int(integrate['T'] / step) + 1} or lower lr"
+            f"{int(integrate.T / step) + 1} or lower lr"
         )
     return steps
 
@@ -456,11 +456,11 @@ def matrix_flow(model, factors, source, *, times, words, rtol=1e-9, atol=1e-11, 
 
 def _seed_run(config, d, seed, times, words, fast_times, progress, risk_samples=RISK_SAMPLES):
     """One seed of `simulate_config` (a task for `momentgen.parallel.run_tasks`)."""
-    table = config.section("model")
-    return sgd(config.model, config.loss(), config.inits(), d=d, lr=config.section("sgd")["lr"],
-               batch=config.section("sgd")["batch"], times=times, words=words, gamma=table["gamma"], C=table["C"],
+    table = config.settings.model
+    return sgd(config.model, config.loss(), config.inits(), d=d, lr=config.settings.sgd.lr,
+               batch=config.settings.sgd.batch, times=times, words=words, gamma=table.gamma, C=table.C,
                seed=seed, progress=progress, fast_times=fast_times, schedules=config.schedules(),
-               horizon=config.section("integrate")["T"], risk_samples=risk_samples, data=config.data())  # fmt: skip
+               horizon=config.settings.integrate.T, risk_samples=risk_samples, data=config.data())  # fmt: skip
 
 
 def _integrated_time(config, times):
@@ -491,14 +491,14 @@ def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41, n
     Several seeds run in parallel on ``n_jobs`` worker processes (default 2, one BLAS thread each; a
     bar of finished seeds), one seed in this process (a bar of its steps).
     """
-    sgd_table, integrate = config.section("sgd"), config.section("integrate")
-    d = sgd_table["d"] if d is None else d
-    seeds = sgd_table["seeds"] if seeds is None else seeds
+    sgd_table, integrate = config.settings.sgd, config.settings.integrate
+    d = sgd_table.d if d is None else d
+    seeds = sgd_table.seeds if seeds is None else seeds
     check_sgd_plan(config, d)
-    times = np.linspace(0.0, integrate["T"], integrate["points"])
+    times = np.linspace(0.0, integrate.T, integrate.points)
     words = config.reported_words()
     with_means = config.initial_means() is not None  # a kind with a mean: its fast phase is recorded too
-    fast_times = np.linspace(0.0, integrate["fast_T"], fast_points) if with_means else None
+    fast_times = np.linspace(0.0, integrate.fast_T, fast_points) if with_means else None
     if len(seeds) == 1:
         runs = [_seed_run(config, d, seeds[0], times, words, fast_times, progress)]
     else:
@@ -516,10 +516,10 @@ def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41, n
         "steps": runs[0].steps[:reached].tolist(),
         **_integrated_time(config, times[:reached]),
         # when each value was measured: a whole number of steps, within half a step of its grid time
-        "t_reached": (runs[0].steps[:reached] / config.model.family.steps_per_time(d, sgd_table["lr"])).tolist(),
+        "t_reached": (runs[0].steps[:reached] / config.model.family.steps_per_time(d, sgd_table.lr)).tolist(),
         "d": d,
-        "lr": sgd_table["lr"],
-        "batch": sgd_table["batch"],
+        "lr": sgd_table.lr,
+        "batch": sgd_table.batch,
         "seeds": list(seeds),
         "seconds": sum(r.info["seconds"] for r in runs),
         "config_hash": config.digest,

@@ -3,11 +3,13 @@
 Every closure (`momentgen.closures`) returns one, for the CLI (``momentgen solve``, which writes
 ``to_json()``), the Python API, `momentgen.comparison` and ``verify``. Times are on the model's
 axis (``time_scale``); ``series`` maps canonical words to their normalised trace moments
-``μ_α = (1/d) Tr(…)`` at d = ∞ along ``t``. A `Result` can also be read like its JSON dict
-(``result["series"]``), with arrays instead of lists.
+``μ_α = (1/d) Tr(…)`` at d = ∞ along ``t``. A `Result` is read one way, by its attributes:
+``result.series``, ``result.status``; a fast phase's arrays in ``result.fast``, a closure's or an SGD
+run's own keys in ``result.extra``. ``to_json()`` is its JSON dict (what ``momentgen solve`` writes).
 """
 
 import re
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,9 +89,17 @@ class Result:
         return {**out, **self.fast, **self.extra}
 
     def __getitem__(self, key):
+        """Deprecated: a `Result` is read by its attributes (``result.status``; a fast phase's keys in
+        ``result.fast``, the others in ``result.extra``); ``to_json()`` is its dict."""
+        warnings.warn(
+            _DICT_STYLE.format(f"result[{key!r}]", _attribute_of(self, key)), DeprecationWarning, stacklevel=2
+        )
         return self.fields()[key]
 
     def __contains__(self, key):
+        """Deprecated, as `__getitem__`."""
+        warnings.warn(_DICT_STYLE.format(f"{key!r} in result", f"{key!r} in result.to_json()"), DeprecationWarning,
+                      stacklevel=2)  # fmt: skip
         return key in self.fields()
 
     def to_json(self):
@@ -161,6 +171,20 @@ class Result:
     def source(self):
         """What produced the curves, in words: ``"online SGD, d = 200"`` or ``"quadrature closure"``."""
         return f"online SGD, d = {self.extra['d']}" if "d" in self.extra else f"{self.closure} closure"
+
+
+#: The start of the deprecation message (tests and benchmarks turn it into an error: nothing inside reads a dict).
+DICT_STYLE_DEPRECATED = "Reading a Result as a dict is deprecated"
+_DICT_STYLE = DICT_STYLE_DEPRECATED + " (it is read one way, by its attributes): use {1} for {0}"
+
+
+def _attribute_of(result, key):
+    """Where a key of the JSON layout lives among the attributes."""
+    if key in result.fast:
+        return f"result.fast[{key!r}]"
+    if key in result.extra:
+        return f"result.extra[{key!r}]"
+    return f"result.{key}"
 
 
 def _spectrum_of(result, letter, t, points=400, x=None):

@@ -321,10 +321,10 @@ def from_config(config, degree=None, program=None, initial=None, potential=None)
     `Config.start_factors` when an init comes from a file.
     """
     model, kappa = config.model, config.kappa
-    degree = config.section("truncation")["degree"] if degree is None else degree
+    degree = config.settings.truncation.degree if degree is None else degree
     if program is None:
         program = build(
-            model, degree, config.section("truncation")["observables"], max_bytes=config.max_bytes, noise=kappa > 0
+            model, degree, config.settings.truncation.observables, max_bytes=config.max_bytes, noise=kappa > 0
         )
     if potential is None:
         potential = Potential.from_config(config)
@@ -335,5 +335,5 @@ def from_config(config, degree=None, program=None, initial=None, potential=None)
         y0 = empirical_moments(model, factors, program.word_codes, config.sigma_of(factors))
     else:
         y0 = exact_moments(model, config.inits(), program.word_codes, config.data())
-    gamma = config.section("model")["gamma"]
+    gamma = config.settings.model.gamma
     return Truncation(program, potential, gamma, means=config.initial_means(), kappa=kappa), y0

@@ -141,12 +141,12 @@ def verify(
         raise ConfigError(f"verify needs two different dimensions ≥ 2, got {list(dims)}")
     if len(seeds) < 3:
         raise ConfigError("verify needs at least three seeds (a standard error of the finite-d leg)")
-    sgd_table = config.section("sgd")
-    kappa = sgd_table["lr"] * sgd_table["d"] / sgd_table["batch"] if kappa is None else float(kappa)
+    sgd_table = config.settings.sgd
+    kappa = sgd_table.lr * sgd_table.d / sgd_table.batch if kappa is None else float(kappa)
     if not 0 < kappa < 1:
         raise ConfigError(f"verify runs SGD at kappa = lr*d/batch in (0, 1), got {kappa:g}: set --kappa")
     _check_sgd_runs(config, (d1, d2), kappa)  # before anything runs
-    curve_kappa = kappa if config.section("integrate")["finite_lr"] else 0.0  # the configured curve's κ
+    curve_kappa = kappa if config.settings.integrate.finite_lr else 0.0  # the configured curve's κ
     say = _reporter(progress)
     begin = time.perf_counter()
     closure_check, chosen = _guarded(_closure, config, closure is not None, curve_kappa, say)
@@ -195,7 +195,7 @@ def _checked_arguments(config, dims, seeds, steps):
         raise ConfigError(f"verify takes dims as two integers d1, d2, e.g. (100, 200), got {shown(dims)}")
     for d in dims:
         config.replace(sgd={"d": d})
-    seeds = config.replace(sgd={"seeds": seed_list(seeds)}).section("sgd")["seeds"]
+    seeds = config.replace(sgd={"seeds": seed_list(seeds)}).settings.sgd.seeds
     if isinstance(steps, bool) or not isinstance(steps, int) or not MIN_STEPS <= steps <= 10**8:
         raise ConfigError(
             f"verify steps (SGD steps of the drift check) must be an integer from {MIN_STEPS} to 1e8, got "
@@ -255,8 +255,8 @@ def _drift(config, start, dims, kappa, curve_kappa, plan, say):
     words = _observables(config)
     program, rows = _exact_program(model, words, noise=True)
     potential = Potential.from_config(config)
-    gamma, C = config.section("model")["gamma"], config.section("model")["C"]
-    batch, steps = config.section("sgd")["batch"], plan["steps"]
+    gamma, C = config.settings.model.gamma, config.settings.model.C
+    batch, steps = config.settings.sgd.batch, plan["steps"]
     per_d, states = {}, {}
     for d in dims:
         say(f"drift check: d = {d}, {steps} SGD steps from one state")
@@ -331,7 +331,7 @@ def _after_fast_phase(config, factors, program, potential):
     m − m* enters the drift of μ(M) = m/√d multiplied by √d)."""
     from .models.untied import shift_to_mean  # noqa: PLC0415 - the one kind with a mean
 
-    model, gamma = config.model, config.section("model")["gamma"]
+    model, gamma = config.model, config.settings.model.gamma
     sigma = config.sigma_of(factors)
     for _ in range(3):  # the shift moves the even words by O(m²/d): m*(q) of the shifted state, again
         truncation = Truncation(program, potential, gamma, means=model.family.matrices.means(factors, sigma))
@@ -349,7 +349,7 @@ def _closure(config, explicit, curve_kappa, say):
     """The closure leg: (check, (config, theory)) — the configured closure, or, when it was not named and a
     zero closure's window ends before the horizon, the whole-curve closure instead (the check says so).
     A closure that cannot carry the finite-learning-rate term the configuration asks for: ``cannot``."""
-    name = configured = config.section("truncation")["closure"]
+    name = configured = config.settings.truncation.closure
     say(f"closure check: the {name} closure")
     if curve_kappa > 0 and not CLOSURES[name].carries_finite_lr(config.model):
         message = (
@@ -359,7 +359,7 @@ def _closure(config, explicit, curve_kappa, say):
         )
         return {"passed": None, "cannot": True, "message": message, "closure": name}, None
     theory = solve_with_closure(config, kappa=curve_kappa)
-    T = config.section("integrate")["T"]
+    T = config.settings.integrate.T
     note = ""
     if not explicit and CLOSURES[name].window_from_degrees and _window(theory) < T - 1e-12:
         whole = whole_curve_closure(config.model, curve_kappa)
@@ -402,7 +402,7 @@ def _cross_check(config, theory, say):
     name = theory.closure
     words = [w for w in _observables(config) if w in theory.series]
     other_name = CLOSURES[name].companion
-    degree = CLOSURES[other_name].checked_resolution(config).get("degree", config.section("truncation")["degree"])
+    degree = CLOSURES[other_name].checked_resolution(config).get("degree", config.settings.truncation.degree)
     say(f"cross-check: the {other_name} closure")
     try:
         if theory.kappa > 0 and not CLOSURES[other_name].carries_finite_lr(config.model):  # both without the term
@@ -417,7 +417,7 @@ def _cross_check(config, theory, say):
     t = theory.t[theory.t <= until + 1e-12]
     if len(t) < 2:
         return {"passed": None, "message": f"not run: the {other_name} closure vouches for no common window"}
-    tol_zero = config.section("integrate")["validity_tol"]
+    tol_zero = config.settings.integrate.validity_tol
     bound = _bound_at(theory, tol_zero, t) + _bound_at(other, tol_zero, t)
     mine = {w: np.interp(t, theory.t, theory.series[w]) for w in words}
     diff = {w: np.abs(mine[w] - np.interp(t, other.t, other.series[w])) for w in words}
@@ -459,11 +459,11 @@ def _seed_pair(raw, source, d, seed, lr, times, words, kappa):
     same state, both read at the SGD measurements' own times (a whole number of steps each).
     {"reached", "sgd": {word: (time,)}, "theory": {word: (time,)}, "bound", "status", "message"}."""
     config = parse_config(raw, source)
-    model, table = config.model, config.section("model")
+    model, table = config.model, config.settings.model
     factors = _States(config).factors(d, seed)
-    run = sgd(model, config.loss(), config.inits(), d=d, lr=lr, batch=config.section("sgd")["batch"], times=times,
-              words=words, gamma=table["gamma"], C=table["C"], seed=seed, factors=factors, progress=False,
-              schedules=config.schedules(), horizon=config.section("integrate")["T"], data=config.data())  # fmt: skip
+    run = sgd(model, config.loss(), config.inits(), d=d, lr=lr, batch=config.settings.sgd.batch, times=times,
+              words=words, gamma=table.gamma, C=table.C, seed=seed, factors=factors, progress=False,
+              schedules=config.schedules(), horizon=config.settings.integrate.T, data=config.data())  # fmt: skip
     reached = run.steps / model.family.steps_per_time(d, lr)
     theory = solve_with_closure(config, factors=factors, kappa=kappa)
     if theory.status not in REACHED:
@@ -471,7 +471,7 @@ def _seed_pair(raw, source, d, seed, lr, times, words, kappa):
             f"the {theory.closure} closure from the d = {d} matrices of seed {seed} stopped at "
             f"t = {theory.t[-1]:.4g}: {theory.status} ({theory.message})"
         )
-    validity_tol = config.section("integrate")["validity_tol"]
+    validity_tol = config.settings.integrate.validity_tol
     return {
         "reached": reached,
         "sgd": run.series,
@@ -485,10 +485,10 @@ def _seed_pair(raw, source, d, seed, lr, times, words, kappa):
 def _finite_d(config, theory, dims, kappa, plan, n_jobs, say):
     """SGD − the theory from each run's own start, per seed (the initial fluctuations of a finite-d draw
     cancel in the pair), extrapolated to d = ∞, where it must vanish within the tolerance."""
-    batch, seeds = config.section("sgd")["batch"], plan["seeds"]
+    batch, seeds = config.settings.sgd.batch, plan["seeds"]
     words = [w for w in _observables(config) if w in theory.series]
     say(f"finite-d: SGD at d = {dims[0]}, {dims[1]}, {len(seeds)} seeds each, and the theory from each start")
-    times = np.linspace(0.0, config.section("integrate")["T"], _sgd_points(config, dims[0], kappa))
+    times = np.linspace(0.0, config.settings.integrate.T, _sgd_points(config, dims[0], kappa))
     tasks = [
         (_seed_pair, (config.raw, config.source, d, seed, kappa * batch / d, times, words, theory.kappa))
         for d in dims

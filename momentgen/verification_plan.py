@@ -60,8 +60,8 @@ def _plan(config, start, dims, seeds, steps, kappa, budget, n_jobs, theory_secon
 def _sgd_points(config, d, kappa):
     """Output points an SGD run at ``d`` (lr = κB/d) resolves on [0, T]: ``[integrate] points``, or fewer
     so that the spacing is at least one SGD step (the finite-d leg reads SGD only at times it reached)."""
-    T, points = config.section("integrate")["T"], config.section("integrate")["points"]
-    step = 1.0 / config.model.family.steps_per_time(d, kappa * config.section("sgd")["batch"] / d)
+    T, points = config.settings.integrate.T, config.settings.integrate.points
+    step = 1.0 / config.model.family.steps_per_time(d, kappa * config.settings.sgd.batch / d)
     return max(2, min(points, int(T / step * (1 + 1e-9)) + 1))
 
 
@@ -69,13 +69,13 @@ def _check_sgd_runs(config, dims, kappa):
     """`check_sgd_plan` for verify's SGD runs at both ``dims`` (lr = κB/d), on the grid d₁ resolves."""
     points = _sgd_points(config, dims[0], kappa)
     for d in dims:
-        lr = kappa * config.section("sgd")["batch"] / d
+        lr = kappa * config.settings.sgd.batch / d
         check_sgd_plan(config.replace(sgd={"d": d, "lr": lr}, integrate={"points": points}), d)
 
 
 def _costs(config, start, dims, kappa, theory_seconds):
     """(seconds per drift step at both d, seconds per seed of the finite-d leg) at ``dims``."""
-    batch, T = config.section("sgd")["batch"], config.section("integrate")["T"]
+    batch, T = config.settings.sgd.batch, config.settings.integrate.T
     drift, per_seed = 0.0, 2 * theory_seconds
     for d in dims:
         lr = kappa * batch / d
@@ -87,9 +87,9 @@ def _costs(config, start, dims, kappa, theory_seconds):
 
 def _step_seconds(config, factors, lr, steps=20):
     """Seconds per SGD step at these factors (the best of two timings of ``steps`` steps)."""
-    table = config.section("model")
-    run = SGDRun(config.model, config.loss(), table["C"], factors, lr, config.section("sgd")["batch"],
-                 table["gamma"], np.random.default_rng(0), data=config.data())  # fmt: skip
+    table = config.settings.model
+    run = SGDRun(config.model, config.loss(), table.C, factors, lr, config.settings.sgd.batch,
+                 table.gamma, np.random.default_rng(0), data=config.data())  # fmt: skip
     best = np.inf
     for _ in range(2):
         begin = time.perf_counter()

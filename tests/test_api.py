@@ -22,9 +22,9 @@ SMALL = {
 
 def test_load_config_takes_a_path_a_dict_an_example_name_and_overrides(tmp_path):
     by_name = mg.load_config("fig4_linear", truncation={"degree": 6})
-    assert by_name.section("truncation")["degree"] == 6 and by_name.model.kind == "tied"
+    assert by_name.settings.truncation.degree == 6 and by_name.model.kind == "tied"
     by_dict = mg.load_config(SMALL, model={"gamma": 0.1})
-    assert by_dict.section("model")["gamma"] == 0.1
+    assert by_dict.settings.model.gamma == 0.1
     assert mg.load_config(by_dict).digest == by_dict.digest
     with pytest.raises(ConfigError, match="no shipped example"):
         mg.load_config("fig9_nothing")

@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from momentgen.results import DICT_STYLE_DEPRECATED
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BENCHMARKS = sorted(p.name for p in (ROOT / "benchmarks").glob("bench_*.py"))
 
@@ -13,6 +15,15 @@ BENCHMARKS = sorted(p.name for p in (ROOT / "benchmarks").glob("bench_*.py"))
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_benchmark_runs_in_smoke_mode(name):
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / name), "--smoke"], capture_output=True, text=True, timeout=600
+        [
+            sys.executable,
+            "-W",
+            f"error:{DICT_STYLE_DEPRECATED}:DeprecationWarning",
+            str(ROOT / "benchmarks" / name),
+            "--smoke",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr[-2000:]

@@ -75,15 +75,15 @@ def test_matrix_model_closure_stays_valid_where_the_zero_closure_blows_up():
     1e-4 (n = 200 and 100 already differ by ~1e-3 at t = 0)."""
     config = parse_config(dict(SOLVABLE, integrate={**SOLVABLE["integrate"], "validity_tol": 2e-3}))
     out = solve_with_closure(config)
-    t = np.array(out["t"])
+    t = np.array(out.t)
     exact = solvable_tied_moments(t, 1.0, 1.0, 1.0)
-    error = max(np.abs(np.array(out["series"][w]) - exact[w]).max() for w in ("S1 S1", "S1 S2", "S1"))
-    assert out["closure"] == "matrix-model" and out["status"] == "unverified" and not out["estimate_is_bound"]
-    assert out["valid_until"] == pytest.approx(0.3)
-    assert error < 2e-3 and error <= out["error_estimate"]
-    assert solve_with_closure(parse_config(SOLVABLE))["valid_until"] == 0.0
+    error = max(np.abs(np.array(out.series[w]) - exact[w]).max() for w in ("S1 S1", "S1 S2", "S1"))
+    assert out.closure == "matrix-model" and out.status == "unverified" and not out.estimate_is_bound
+    assert out.valid_until == pytest.approx(0.3)
+    assert error < 2e-3 and error <= out.error_estimate
+    assert solve_with_closure(parse_config(SOLVABLE)).valid_until == 0.0
     zero = solve_with_closure(config, "zero")
-    assert zero["status"] == "blowup" and zero["valid_until"] < 0.072
+    assert zero.status == "blowup" and zero.valid_until < 0.072
 
 
 def test_closures_are_pluggable_and_named():
@@ -134,7 +134,7 @@ def test_a_horizon_exceeded_at_the_start_is_zero():
     assert last_time_within(t, [0, 0, 1e-3, 0, 0], 1e-4) == 0.25
     assert last_time_within(t, np.zeros(5), 1e-4) == 1.0
     config = parse_config(dict(SOLVABLE, integrate={"T": 0.1, "points": 3, "validity_tol": 1e-9}))
-    assert solve_with_closure(config, "matrix-model", size=20)["valid_until"] == 0.0
+    assert solve_with_closure(config, "matrix-model", size=20).valid_until == 0.0
 
 
 def test_every_configurable_closure_is_registered():

@@ -26,9 +26,9 @@ def with_change(table, key, value):
 
 def test_defaults_are_filled_in():
     config = parse_config(MINIMAL)
-    assert config.section("model")["L"] == 1 and config.section("model")["gamma"] == 0.0
-    assert config.section("integrate")["method"] == "LSODA" and config.section("integrate")["points"] == 51
-    assert config.section("truncation")["observables"] == "all"
+    assert config.settings.model.L == 1 and config.settings.model.gamma == 0.0
+    assert config.settings.integrate.method == "LSODA" and config.settings.integrate.points == 51
+    assert config.settings.truncation.observables == "all"
     assert config.inits()[2].kind == "identity" and config.loss().name == "mse(h1)"
 
 
@@ -75,6 +75,28 @@ def test_bad_files(tmp_path):
 def test_example_configs_load(path):
     config = load_config(path)
     assert config.model.K == len(config.raw["init"]) and config.source == str(path)
+
+
+def test_a_config_cannot_be_changed_past_its_validation():
+    """Before, ``config.raw["integrate"]["T"] = -1`` changed a validated configuration in place (no check;
+    examples did it). Now the typed settings are frozen (lists are tuples), ``raw`` is a copy, and a change
+    goes through `Config.replace`, validated like a file."""
+    import dataclasses
+
+    config = load_config(ROOT / "examples" / "configs" / "fig4_linear.toml")
+    raw = config.raw
+    raw["integrate"]["T"] = -1.0
+    raw["sgd"]["seeds"].append(7)
+    assert config.settings.integrate.T > 0 and config.raw["integrate"]["T"] == config.settings.integrate.T
+    assert 7 not in config.settings.sgd.seeds and config.raw["sgd"]["seeds"] == list(config.settings.sgd.seeds)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.settings.integrate.T = 2.0
+    with pytest.raises(TypeError):
+        config.settings.init[1] = None
+    assert isinstance(config.settings.sgd.seeds, tuple) and isinstance(config.settings.model.trainable, tuple)
+    with pytest.raises(ConfigError, match=r"\[integrate\] T must be a positive number"):
+        config.replace(integrate={"T": -1.0})
+    assert config.replace(integrate={"T": 0.25}).settings.integrate.T == 0.25
 
 
 def test_generate_and_solve_commands(tmp_path, capsys):

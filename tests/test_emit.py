@@ -31,7 +31,7 @@ def test_committed_generated_modules_are_up_to_date(config_path, tmp_path, monke
     relative = config_path.relative_to(ROOT)
     committed = ROOT / "generated" / f"{config_path.stem}.py"
     config = load_config(relative)
-    degree = config.section("truncation")["degree"]
+    degree = config.settings.truncation.degree
     command = f"momentgen generate-truncation {relative} --degree {degree} --out generated/{committed.name}"
     written = write_module(config, tmp_path / committed.name, command=command)
     committed_data = committed.with_name(written.data.name)

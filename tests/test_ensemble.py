@@ -78,14 +78,14 @@ def test_ensemble_beats_one_draw_on_the_tied_escape():
     exact = riccati_tied_moments(Potential(config.loss(), "tied"), inits[1], inits[2], t)
 
     def error(result):
-        return max(np.abs(np.asarray(result["series"][w]) - exact[w]).max() for w in ("S1", "S1 S1", "S1 S2"))
+        return max(np.abs(np.asarray(result.series[w]) - exact[w]).max() for w in ("S1", "S1 S1", "S1 S2"))
 
     one = solve_with_closure(config, "matrix-model")
     ensemble = solve_with_closure(config.replace(truncation={"draws": 16}), "matrix-model")
     assert error(ensemble) <= 6e-3
     assert error(ensemble) <= 0.5 * error(one)
-    assert ensemble["error_estimate"] >= error(ensemble)
-    assert ensemble["status"] == "unverified" and "3 standard errors" in ensemble["message"]
+    assert ensemble.error_estimate >= error(ensemble)
+    assert ensemble.status == "unverified" and "3 standard errors" in ensemble.message
 
 
 @pytest.mark.parametrize("draws", [2, 3])

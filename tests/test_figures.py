@@ -24,13 +24,13 @@ def test_fig1_error_decreases_with_degree_inside_the_window():
     its own estimate 4e-15 there) falls by > 10× per two degrees: measured 7.5e-2, 3.3e-4,
     1.1e-6, 4.0e-9 for M = 2, 4, 6, 8."""
     config = load_config(CONFIGS / "fig1_tied_softmax.toml")
-    config.raw["integrate"].update(T=0.05, points=11)
+    config = config.replace(integrate=dict(T=0.05, points=11))
     reference = solve_with_closure(config, "quadrature", degree=15)
     errors = []
     for M in (2, 4, 6, 8):
         out = solve_with_closure(config, "zero", degree=M)
-        assert out["status"] in ("ok", "partial")
-        errors.append(max(np.abs(np.subtract(out["series"][w], reference["series"][w])).max() for w in WORDS))
+        assert out.status in ("ok", "partial")
+        errors.append(max(np.abs(np.subtract(out.series[w], reference.series[w])).max() for w in WORDS))
     assert all(coarse > 10 * fine for coarse, fine in zip(errors, errors[1:])), errors
 
 
@@ -38,8 +38,8 @@ def test_fig2_tied_h2_escapes_on_the_order_one_scale():
     """Tied h2, small student: p12 is still < 0.05 at t = 0.5 and above 0.25 at t = 2.5 (the
     quadrature closure; SGD and the matrix flow agree with it, `test_quadrature.py`)."""
     config = load_config(CONFIGS / "fig2_tied_h2.toml")
-    config.raw["integrate"].update(T=2.5, points=6)
-    p12 = solve_with_closure(config, "quadrature", degree=9)["derived"]["p12"]
+    config = config.replace(integrate=dict(T=2.5, points=6))
+    p12 = solve_with_closure(config, "quadrature", degree=9).derived["p12"]
     assert abs(p12[1]) < 0.05 and p12[-1] > 0.25
 
 
@@ -49,9 +49,9 @@ def untied_runs():
     runs = {}
     for activation in ("h1", "h2"):
         config = load_config(CONFIGS / "fig3_untied_h1.toml")
-        config.raw["loss"]["activation"] = activation
-        config.raw["integrate"].update(T=0.15, points=7)
-        config.raw["sgd"].update(d=80, lr=0.01, batch=512, seeds=[0])
+        config = config.replace(loss={"activation": activation})
+        config = config.replace(integrate=dict(T=0.15, points=7))
+        config = config.replace(sgd=dict(d=80, lr=0.01, batch=512, seeds=[0]))
         theory = solve_with_closure(config, "quadrature", degree=5)
         runs[activation] = (theory, simulate_config(config, progress=False))
     return runs
@@ -66,9 +66,9 @@ def test_fig3_untied_h2_stalls_while_h1_learns(untied_runs):
     h2: a12 = 0 on the free manifold, so the d = ∞ overlap stays 0 to rounding, and SGD's stays
     below 0.05 (measured ≤ 0.013; its O(ln d) escape comes later, `examples/fig3_untied.py`)."""
     theory, sgd = untied_runs["h1"]
-    assert overlap(sgd["series"])[-1] > 1.0 and overlap(theory["series"])[-1] > 1.0
+    assert overlap(sgd["series"])[-1] > 1.0 and overlap(theory.series)[-1] > 1.0
     theory, sgd = untied_runs["h2"]
-    assert np.abs(overlap(theory["series"])).max() < 1e-10
+    assert np.abs(overlap(theory.series)).max() < 1e-10
     assert np.abs(overlap(sgd["series"])).max() < 0.05
 
 

@@ -77,13 +77,13 @@ def test_default_observables_with_the_zero_closure_run(tmp_path):
     """observables omitted ("all"), zero closure, degree 6 — before: ValueError: 'S1 S1 S1 S1 S1 S1 S1'
     is not in list (the horizon check looked up degree-M words in the M − 2 run)."""
     out = solve_with_closure(parse_config(TIED))
-    assert out["status"] == "partial" and "S1 S1 S1 S1 S1 S1" in out["series"]
+    assert out.status == "partial" and "S1 S1 S1 S1 S1 S1" in out.series
 
 
 def test_an_observable_of_degree_m_is_accepted():
     """Before: refused with a message naming degree M − 2 (the coarser run's)."""
     out = solve_with_closure(parse_config(changed("truncation", "observables", ["S1 S2 S1 S2 S1 S2"])))
-    assert out["status"] == "partial" and "S1 S2 S1 S2 S1 S2" in out["series"]
+    assert out.status == "partial" and "S1 S2 S1 S2 S1 S2" in out.series
 
 
 @pytest.mark.parametrize(
@@ -431,7 +431,7 @@ def test_a_non_finite_potential_is_its_own_status():
         "truncation": {"degree": 3},
     }
     out = solve_with_closure(parse_config(data))
-    assert out["status"] == "non-finite-potential" and "does not converge" in out["message"]
+    assert out.status == "non-finite-potential" and "does not converge" in out.message
 
 
 def test_a_wrong_closure_name_is_one_line(tmp_path, capsys):

@@ -105,5 +105,6 @@ def test_from_file_inits_give_empirical_moments(tmp_path):
     np.testing.assert_allclose(y0, expected, rtol=1e-12)
     with pytest.raises(ModelError, match="this model needs W or S"):
         np.savez(tmp_path / "bad.npz", X=W)
-        config.raw["init"]["1"]["path"] = str(tmp_path / "bad.npz")
-        from_config(parse_config(config.raw))
+        raw = config.raw
+        raw["init"]["1"]["path"] = str(tmp_path / "bad.npz")
+        from_config(parse_config(raw))

@@ -141,10 +141,7 @@ def test_multihead_heads_key_is_checked():
         "integrate": {"T": 0.1},
     }
     ok = parse_config({**base, "loss": {"builtin": "multihead-softmax-mse", "heads": [[1, 2], [3, 4]]}})
-    assert ok.section("loss")["student"] == [1, 2] and ok.replace(integrate={"T": 0.2}).section("loss")["teacher"] == [
-        3,
-        4,
-    ]
+    assert ok.settings.loss.student == (1, 2) and ok.replace(integrate={"T": 0.2}).settings.loss.teacher == (3, 4)
     with pytest.raises(ConfigError, match="needs `heads`"):
         parse_config({**base, "loss": {"builtin": "multihead-softmax-mse"}})
     with pytest.raises(ConfigError, match="applies to builtin"):

@@ -119,14 +119,14 @@ def test_exactly_solvable_case_at_n_64_against_the_closed_form():
     `blowup` (detected at 8× the moment radius, t ≈ 0.17)."""
     config = parse_config(SOLVABLE)
     out = solve_with_closure(config)
-    t = np.array(out["t"])
+    t = np.array(out.t)
     exact = solvable_tied_moments(t, 1.0, 1.0, 1.0)
-    error = max(np.abs(np.array(out["series"][w]) - exact[w]).max() for w in exact)
-    assert out["status"] == "ok" and out["size"] == 64 and t[-1] == 1.0
+    error = max(np.abs(np.array(out.series[w]) - exact[w]).max() for w in exact)
+    assert out.status == "ok" and out.size == 64 and t[-1] == 1.0
     assert error < 1.2e-7, error
-    assert error <= out["error_estimate"] <= 10 * error
+    assert error <= out.error_estimate <= 10 * error
     zero = solve_with_closure(config, "zero", degree=8)
-    assert zero["status"] == "blowup" and zero["valid_until"] < 0.1 and zero["t"][-1] < 0.2, zero["valid_until"]
+    assert zero.status == "blowup" and zero.valid_until < 0.1 and zero.t[-1] < 0.2, zero.valid_until
 
 
 def test_riccati_oracle_equals_the_closed_form_on_the_solvable_case():
@@ -145,7 +145,7 @@ def h2_case():
     """The MATH.md §8 case (student N(0, 0.05/d), teacher N(0, 0.5/d), h2) on [0, 2.5] with its
     exact d = ∞ solution from the Riccati oracle."""
     config = load_config("examples/configs/fig2_tied_h2.toml")
-    config.raw["integrate"].update(T=2.5, points=51, validity_tol=1e-3)
+    config = config.replace(integrate=dict(T=2.5, points=51, validity_tol=1e-3))
     t = np.linspace(0, 2.5, 51)
     inits = config.inits()
     exact = riccati_tied_moments(Potential(config.loss(), "tied"), inits[1], inits[2], t)
@@ -163,15 +163,15 @@ def test_tied_h2_quadrature_follows_the_escape(h2_case):
     (measured 1.22e-3 vs 1.47e-3). Every zero-closure degree fails there (MATH.md §8)."""
     config, t, exact = h2_case
     out = solve_with_closure(config, "quadrature", degree=13)
-    assert out["size"] == 6 and out["status"] in ("ok", "partial")
-    assert out["derived"]["p12"][-1] > 0.25  # it did escape
-    assert sup_error(out["series"], exact, ("S1 S1", "S1 S2")) < 1e-3
+    assert out.size == 6 and out.status in ("ok", "partial")
+    assert out.derived["p12"][-1] > 0.25  # it did escape
+    assert sup_error(out.series, exact, ("S1 S1", "S1 S2")) < 1e-3
     p12 = exact["S1 S2"] - exact["S1"] * 0.5  # t2 = 0.5
-    assert np.abs(np.array(out["derived"]["p12"]) - p12).max() < 1e-3  # measured 2.7e-4
-    true = sup_error(out["series"], exact)
+    assert np.abs(np.array(out.derived["p12"]) - p12).max() < 1e-3  # measured 2.7e-4
+    true = sup_error(out.series, exact)
     assert true < 2e-3
-    assert true / 3 < out["error_estimate"] < 3 * true
-    defect = np.array(out["error_series"]["traciality_defect"])
+    assert true / 3 < out.error_estimate < 3 * true
+    defect = np.array(out.error_series["traciality_defect"])
     assert defect[0] < 1e-14 and 1e-5 < defect.max() < true  # tracial at t = 0, strained after
 
 
@@ -181,7 +181,7 @@ def test_tied_h2_matrix_model_and_finite_d_flow_agree_with_it(h2_case):
     seeds 0, 1 — O(1/d): 6–7/d; the solvable case has ≈ 4/d; asserted 10/d) agree with the exact curve."""
     config, t, exact = h2_case
     model_closure = solve_with_closure(config, "matrix-model", size=300)
-    assert sup_error(model_closure["series"], exact) < 4e-3
+    assert sup_error(model_closure.series, exact) < 4e-3
     factors = initial_factors(config.model, config.inits(), 300, seed=0)
     flow = matrix_flow(
         config.model,
@@ -202,13 +202,13 @@ def test_every_closure_starts_from_the_exact_initial_moments(closure, degree, to
     by freeness): zero and quadrature exactly, the matrix model (n = 400 quantiles + Haar
     rotations) to O(1/n) (measured 5e-4)."""
     config = load_config("examples/configs/fig2_tied_h2.toml")
-    config.raw["integrate"].update(T=0.01, points=2)
+    config = config.replace(integrate=dict(T=0.01, points=2))
     out = solve_with_closure(config, closure, degree=degree)
     a, b = 0.05, 0.5
     closed_form = {"S1": a, "S2": b, "S1 S1": 2 * a**2, "S2 S2": 2 * b**2, "S1 S2": a * b}
-    assert set(closed_form) <= set(out["series"])
+    assert set(closed_form) <= set(out.series)
     for word, value in closed_form.items():
-        assert out["series"][word][0] == pytest.approx(value, abs=tol)
+        assert out.series[word][0] == pytest.approx(value, abs=tol)
 
 
 def test_quadrature_refuses_what_it_cannot_do():
@@ -220,7 +220,7 @@ def test_quadrature_refuses_what_it_cannot_do():
         initial_representation(model, {1: InitSpec(), 2: InitSpec(kind="from-file", path="x.npz")}, 3)
     direct = dict(SOLVABLE, model={"kind": "direct", "K": 2, "trainable": [1]})
     out = solve_with_closure(parse_config(direct), degree=4)
-    assert "closed" in out["message"] and out["status"] == "ok"
+    assert "closed" in out.message and out.status == "ok"
 
 
 def test_gram_schmidt_drops_dependent_candidates_by_relative_pivot():
@@ -237,7 +237,7 @@ def untied_h1():
     τ ∈ [0, 0.4], through the learning of the slow phase; quadrature order n = 3 (N = 259: the
     teacher's A2, B2 ride along)."""
     config = load_config("examples/configs/fig3_untied_h1.toml")
-    config.raw["integrate"].update(T=0.4, points=11)
+    config = config.replace(integrate=dict(T=0.4, points=11))
     return config, solve_with_closure(config, "quadrature", degree=7)
 
 
@@ -250,15 +250,15 @@ def test_untied_h1_quadrature_follows_sgd_through_the_slow_phase(untied_h1):
     from momentgen.reference import simulate_config
 
     config, out = untied_h1
-    config.raw["sgd"].update(d=100, batch=512, lr=0.01, seeds=[0])
+    config = config.replace(sgd=dict(d=100, batch=512, lr=0.01, seeds=[0]))
     sgd = simulate_config(config, progress=False)
-    theory = np.array(out["derived"]["symmetric_overlap"])
+    theory = np.array(out.derived["symmetric_overlap"])
     measured = 2 * np.array(sgd["series"]["M1 M2^T"]) + 2 * np.array(sgd["series"]["M1 M2"])
-    assert theory[-1] > 1.5 and out["status"] == "unverified" and not out["estimate_is_bound"]
+    assert theory[-1] > 1.5 and out.status == "unverified" and not out.estimate_is_bound
     assert np.abs(theory - measured).max() < 0.04
     for w in ("M1 M2^T", "M1 M2"):
-        assert np.abs(np.array(out["series"][w]) - np.array(sgd["series"][w])).max() < 0.025
-    assert solve_with_closure(config, "zero", degree=4)["status"] == "left-feasible-set"
+        assert np.abs(np.array(out.series[w]) - np.array(sgd["series"][w])).max() < 0.025
+    assert solve_with_closure(config, "zero", degree=4).status == "left-feasible-set"
 
 
 def test_quadrature_from_given_matrices_tracks_their_matrix_flow(h2_case):
@@ -288,8 +288,8 @@ def test_quadrature_from_given_matrices_tracks_their_matrix_flow(h2_case):
     )
     finite = solve_with_closure(config, "quadrature", degree=11, factors=factors)
     infinite = solve_with_closure(config, "quadrature", degree=11)
-    assert sup_error(finite["series"], flow.series) < 4e-3
-    assert sup_error(finite["series"], flow.series) < 0.25 * sup_error(infinite["series"], flow.series)
+    assert sup_error(finite.series, flow.series) < 4e-3
+    assert sup_error(finite.series, flow.series) < 0.25 * sup_error(infinite.series, flow.series)
 
 
 def test_untied_closure_reports_the_fast_phase():
@@ -306,6 +306,6 @@ def test_untied_closure_reports_the_fast_phase():
         }
     )
     out = solve_with_closure(config, "quadrature")
-    t = np.array(out["fast_t"])
-    np.testing.assert_allclose(np.array(out["fast_m"])[:, 0], 1.5 * (1 - np.exp(-4 * t)), atol=1e-7)
-    np.testing.assert_allclose(out["m_star"], [1.5, 1.5], atol=1e-9)
+    t = np.array(out.fast["fast_t"])
+    np.testing.assert_allclose(np.array(out.fast["fast_m"])[:, 0], 1.5 * (1 - np.exp(-4 * t)), atol=1e-7)
+    np.testing.assert_allclose(out.fast["m_star"], [1.5, 1.5], atol=1e-9)

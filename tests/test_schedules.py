@@ -106,14 +106,14 @@ def sgd_minus_theory(raw, closure, kappa=None, d=200, seeds=(0, 1, 2, 3), contro
     each of ``controls`` (functions of the run's matrices returning a `Result`) against the same SGD runs.
     Returns (gap, se, [control gaps])."""
     config = parse_config(raw)
-    table, T = config.section("sgd"), config.section("integrate")["T"]
+    table, T = config.settings.sgd, config.settings.integrate.T
     gaps, others = [], []
     for seed in seeds:
         factors = initial_factors(config.model, config.inits(), d, seed)
         theory = solve_with_closure(config, closure, factors=factors, kappa=kappa)
-        run = sgd(config.model, config.loss(), config.inits(), d=d, lr=table["lr"], batch=table["batch"],
+        run = sgd(config.model, config.loss(), config.inits(), d=d, lr=table.lr, batch=table.batch,
                   times=theory.t, words=WORDS, seed=seed, factors=factors, progress=False,
-                  gamma=config.section("model")["gamma"], C=config.section("model")["C"],
+                  gamma=config.settings.model.gamma, C=config.settings.model.C,
                   schedules=config.schedules(), horizon=T)  # fmt: skip
         gaps.append([run.series[w] - theory.series[w] for w in WORDS])
         curves = [control(factors) for control in controls]

@@ -88,7 +88,7 @@ def step_direction_and_difference(kind, loss_name, mean=None):
         raw["model"]["C"] = [[1.0, 0.3], [0.3, 1.0]]
     config = parse_config(raw)
     model, loss = Model(kind, 2, [1]), config.loss()
-    C = np.asarray(config.section("model")["C"] or np.eye(L))
+    C = np.asarray(config.settings.model.C or np.eye(L))
     rng = np.random.default_rng(7)
     factors = initial_factors(model, config.inits(), D, seed=3)
     root = np.linalg.cholesky(C)

@@ -91,7 +91,7 @@ def test_matrix_model_closure_at_n_800_on_the_tied_h2_escape():
     from momentgen.oracles import riccati_tied_moments
 
     config = load_config(Path(__file__).resolve().parents[1] / "examples" / "configs" / "fig2_tied_h2.toml")
-    config.raw["integrate"].update(T=2.5, points=26)
+    config = config.replace(integrate=dict(T=2.5, points=26))
     inits = config.inits()
     exact = riccati_tied_moments(Potential(config.loss(), "tied"), inits[1], inits[2], np.linspace(0, 2.5, 26))
     out = solve_with_closure(config, "matrix-model", size=800)

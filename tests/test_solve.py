@@ -40,7 +40,7 @@ def sup_error(config, degree, T, points=11, method="LSODA"):
     truncation, y0 = from_config(config, degree)
     result = solve(truncation, y0, T, points, method, rtol=1e-12, atol=1e-14)
     assert result.status == "ok", result.message
-    exact = solvable_tied_moments(result.t, R, SIGMA, C, config.section("model")["gamma"])
+    exact = solvable_tied_moments(result.t, R, SIGMA, C, config.settings.model.gamma)
     return max(np.abs(result.series(w) - exact[w]).max() for w in exact)
 
 
@@ -65,10 +65,10 @@ def test_blowup_is_detected_and_reported():
     validity horizon (M vs M − 2) lies inside the convergence window T* ≈ 0.074."""
     config = config_with(model__gamma=0.0, integrate__T=1.0, integrate__points=101)
     out = solve_with_closure(config, "zero")
-    assert out["status"] == "blowup" and "blowup at t =" in out["message"]
-    assert all(np.isfinite(v).all() for v in out["series"].values())
-    assert out["t"][-1] < 1.0
-    assert 0.005 < out["valid_until"] < 0.074
+    assert out.status == "blowup" and "blowup at t =" in out.message
+    assert all(np.isfinite(v).all() for v in out.series.values())
+    assert out.t[-1] < 1.0
+    assert 0.005 < out.valid_until < 0.074
 
 
 def untied_config(gamma=0.0, mean=1.5, activation="h2"):
@@ -168,5 +168,5 @@ def test_a_state_met_only_by_the_dense_output_ends_the_run_with_a_status():
         truncation={"observables": ["M1 M2^T"]},
     )
     result = solve_with_closure(config, "quadrature", degree=5)
-    assert result["status"] in ("ok", "unverified", "infeasible")
-    assert abs(result["series"]["M1 M2^T"][-1] - 0.5) < 1e-3  # the overlap saturates at q12 = 0.5
+    assert result.status in ("ok", "unverified", "infeasible")
+    assert abs(result.series["M1 M2^T"][-1] - 0.5) < 1e-3  # the overlap saturates at q12 = 0.5

@@ -40,7 +40,7 @@ def solvable(r, scale, c, degree, T, points=31):
 
 
 def sup_error(out, exact, words=WORDS):
-    return max(np.abs(np.asarray(out["series"][w]) - np.asarray(exact[w])).max() for w in words)
+    return max(np.abs(np.asarray(out.series[w]) - np.asarray(exact[w])).max() for w in words)
 
 
 # ---- 1. rank-deficient states ------------------------------------------------------------------
@@ -55,11 +55,11 @@ def test_rank_deficient_students_follow_the_exact_eigenvalue_flow(r, scale, c):
     logistic eigenvalue flow on [0, 3] (measured on a 3 × 3 × 3 grid of r, σ, c: ≤ 2.1e-5; before
     the rank split 0.50 at r = 0.5, t1 → c instead of r·c) with an estimate that bounds the error."""
     out = solve_with_closure(solvable(r, scale, c, 21, 3.0))
-    exact = solvable_tied_moments(np.array(out["t"]), r, scale, c, n=8000)
+    exact = solvable_tied_moments(np.array(out.t), r, scale, c, n=8000)
     error = sup_error(out, exact)
     assert error < 1e-4
-    assert out["series"]["S1"][-1] <= r * c + 1e-4  # the kernel never learns (before: t1 → c)
-    assert out["status"] == "ok" and out["estimate_is_bound"] and out["error_estimate"] >= error
+    assert out.series["S1"][-1] <= r * c + 1e-4  # the kernel never learns (before: t1 → c)
+    assert out.status == "ok" and out.estimate_is_bound and out.error_estimate >= error
 
 
 def test_rank_deficient_representation_has_an_exact_kernel():
@@ -95,10 +95,10 @@ def test_estimate_bounds_the_error_near_the_hard_edge(r, degree, before):
     Before the Radau legs (orders n and n − 1 only) the estimates were 1.86e-3, 4.92e-4 and 0.105 (against
     errors 1.76e-2, 8.5e-3 and 0.43): 10–30× low. Now error ≤ estimate ≤ 10 × error."""
     out = solve_with_closure(solvable(r, 1.0, 1.0, degree, 2.0, points=81))
-    exact = solvable_tied_moments(np.array(out["t"]), r, 1.0, 1.0, n=8000)
+    exact = solvable_tied_moments(np.array(out.t), r, 1.0, 1.0, n=8000)
     error = sup_error(out, exact)
-    assert error <= out["error_estimate"] <= 10 * error
-    assert out["error_estimate"] > 2 * before or before > error  # the old estimate understated
+    assert error <= out.error_estimate <= 10 * error
+    assert out.error_estimate > 2 * before or before > error  # the old estimate understated
 
 
 def test_estimate_is_a_running_bound_on_the_h2_escape():
@@ -107,17 +107,17 @@ def test_estimate_is_a_running_bound_on_the_h2_escape():
     (measured 1.15e-2 vs 3.9e-3; the old n vs n − 1 estimate: 7.5e-3), and ``valid_until`` at a
     tolerance of 5e-3 is no later than the first time the true error exceeds it."""
     config = load_config("examples/configs/fig2_tied_h2.toml")
-    config.raw["integrate"].update(T=2.5, points=51, validity_tol=5e-3)
+    config = config.replace(integrate=dict(T=2.5, points=51, validity_tol=5e-3))
     out = solve_with_closure(config, "quadrature", degree=9)
-    t = np.array(out["t"])
+    t = np.array(out.t)
     inits = config.inits()
     exact = riccati_tied_moments(Potential(config.loss(), "tied"), inits[1], inits[2], t)
-    error = np.max([np.abs(np.array(out["series"][w]) - exact[w]) for w in WORDS], axis=0)
+    error = np.max([np.abs(np.array(out.series[w]) - exact[w]) for w in WORDS], axis=0)
     running = np.maximum.accumulate(error)
-    estimate = np.array(out["error_series"]["estimate"])
+    estimate = np.array(out.error_series["estimate"])
     assert np.all(estimate >= running) and estimate[-1] <= 10 * running[-1]
     first_bad = t[np.argmax(running > 5e-3)] if np.any(running > 5e-3) else np.inf
-    assert out["valid_until"] <= first_bad
+    assert out.valid_until <= first_bad
 
 
 def test_estimate_bounds_the_error_on_the_softmax_learning_curve():
@@ -126,11 +126,11 @@ def test_estimate_bounds_the_error_on_the_softmax_learning_curve():
     the before/after table of the note (reference n = 8): n = 4 9.0e-3 vs 2.1e-2, where the old
     estimate (n vs n − 1) said 7.9e-3, below the error."""
     config = load_config("examples/configs/fig1_tied_softmax.toml")
-    config.raw["integrate"].update(T=5.0, points=26)
+    config = config.replace(integrate=dict(T=5.0, points=26))
     reference = solve_with_closure(config, "quadrature", degree=15)
     out = solve_with_closure(config, "quadrature", degree=7)
-    error = sup_error(out, reference["series"])
-    assert error <= out["error_estimate"] <= 10 * error
+    error = sup_error(out, reference.series)
+    assert error <= out.error_estimate <= 10 * error
 
 
 # ---- from-file states through every closure -------------------------------------------------------
@@ -187,12 +187,12 @@ def test_from_file_states_over_a_long_horizon_against_the_exact_riccati_solution
     6.8e-3; estimate 4.1e-2 ≥ error); the zero closure cannot start (it is valid for t ≪ 1)."""
     folder, exact = riccati_files
     model = solve_with_closure(riccati_config(folder, "matrix-model", 5))
-    t = np.array(model["t"])
+    t = np.array(model.t)
     reference = exact(t)
-    assert model["status"] == "ok" and sup_error(model, reference) < 1e-8
+    assert model.status == "ok" and sup_error(model, reference) < 1e-8
     quadrature = solve_with_closure(riccati_config(folder, "quadrature", 9))
     error = sup_error(quadrature, reference)
-    assert error < 0.02 and quadrature["error_estimate"] >= error
+    assert error < 0.02 and quadrature.error_estimate >= error
 
 
 @pytest.mark.parametrize("closure", ["zero", "quadrature", "matrix-model"])
@@ -291,13 +291,13 @@ def test_a_run_that_travels_refines_its_rule_and_reports_it():
     start = Potential.from_config(config)
     start.evaluate(q=np.diag([2 * 0.3**4, 2 * 1.6**4]))
     out = solve_with_closure(config, "quadrature")
-    report = out["potential"]
+    report = out.potential
     assert report["met_rtol"] and report["accuracy"] <= 1e-6 and report["level"] > start.accuracy_report()["level"]
     level = start.accuracy_report()["level"] + 10
     fixed = Problem.from_config(config, potential=Potential(config.loss(), "tied", level=level))
     reference = CLOSURES["quadrature"].solve(fixed)
-    assert reference["potential"]["note"].startswith("level fixed")
-    assert sup_error(out, reference["series"]) < 2.5e-7
+    assert reference.potential["note"].startswith("level fixed")
+    assert sup_error(out, reference.series) < 2.5e-7
 
 
 def test_rhs_is_a_pure_function_of_the_state():
@@ -390,7 +390,7 @@ def test_from_file_untied_inits_carry_their_means(tmp_path):
     np.testing.assert_allclose(config.initial_means(), expected, rtol=1e-12)
     assert abs(expected[1]) > 0.5  # (0.42, 0.85 here)
     out = solve_with_closure(config, "zero")
-    assert out["fast_m"][0] == pytest.approx(expected, rel=1e-12)
+    assert out.fast["fast_m"][0] == pytest.approx(expected, rel=1e-12)
 
 
 def test_a_mean_that_contradicts_the_file_is_an_error_showing_both(tmp_path):

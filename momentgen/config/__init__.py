@@ -79,7 +79,7 @@ import hashlib
 import json
 import pathlib
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import InitVar, asdict, dataclass, field
 
 import numpy as np
 
@@ -93,7 +93,7 @@ from ..models import Model
 from ..schedules import TimeChange
 from ..words import canonical, parse
 from .checks import _check_file_means, _check_loss, _check_schedules, _check_together, _schedule
-from .schema import _SCHEMA, CLOSURES, METHODS, ConfigError, _check_keys, _table
+from .schema import _SCHEMA, CLOSURES, METHODS, ConfigError, Settings, _check_keys, _table
 
 __all__ = ["Config", "ConfigError", "load_config", "parse_config", "METHODS", "CLOSURES"]
 
@@ -106,20 +106,29 @@ def _loss(expression, name, L, K, options):
 
 @dataclass(frozen=True)
 class Config:
-    """A validated configuration. ``raw`` is the parsed TOML; ``digest`` its content hash."""
+    """A validated configuration, immutable. ``settings``: its typed, frozen tables (``config.settings.sgd.lr``,
+    `momentgen.config.schema.Settings`: the one way to read a key); ``raw``: a fresh copy of the validated tables
+    as plain dicts (for files and other processes; editing it changes nothing — `replace` makes a new
+    configuration); ``digest``: its content hash. Built by `parse_config` (or `load_config`)."""
 
-    raw: dict
+    tables: InitVar[dict]  # the validated tables (kept as JSON text: nothing can change them afterwards)
     source: str = None
     given: frozenset = frozenset()  # "table.key" the user set (the rest are defaults)
     model: Model = field(init=False)
+    settings: Settings = field(init=False, repr=False)
+    _text: str = field(init=False, repr=False)
 
-    def __post_init__(self):
-        m = self.raw["model"]
-        sigma = self.raw["data"]["covariance"] != "isotropic"
-        object.__setattr__(self, "model", Model(m["kind"], m["K"], m["trainable"], sigma))
+    def __post_init__(self, tables):
+        object.__setattr__(self, "_text", json.dumps(tables))
+        settings = Settings.from_tables(tables)
+        object.__setattr__(self, "settings", settings)
+        m, sigma = settings.model, settings.data.covariance != "isotropic"
+        object.__setattr__(self, "model", Model(m.kind, m.K, m.trainable, sigma))
 
-    def section(self, name):
-        return self.raw[name]
+    @property
+    def raw(self):
+        """The validated tables as plain dicts (a new copy on each call)."""
+        return json.loads(self._text)
 
     def replace(self, **tables):
         """A new, validated `Config` with some keys changed, e.g. ``replace(truncation={"degree": 6})``
@@ -143,7 +152,7 @@ class Config:
     @property
     def max_bytes(self):
         """``[truncation] max_memory_gb`` in bytes: the size guard of every derivation (`hierarchy.check_size`)."""
-        return self.raw["truncation"]["max_memory_gb"] * 2**30
+        return self.settings.truncation.max_memory_gb * 2**30
 
     @property
     def digest(self):
@@ -156,21 +165,21 @@ class Config:
     def kappa(self):
         """κ = ηd/B of the finite-learning-rate term: ``lr·d/batch`` of [sgd] when ``[integrate]
         finite_lr`` is on, else 0 (the ηd/B → 0 hierarchy)."""
-        if not self.raw["integrate"]["finite_lr"]:
+        if not self.settings.integrate.finite_lr:
             return 0.0
-        sgd = self.raw["sgd"]
-        return sgd["lr"] * sgd["d"] / sgd["batch"]
+        sgd = self.settings.sgd
+        return sgd.lr * sgd.d / sgd.batch
 
     def loss(self):
         """The `momentgen.losses.Loss` of the [loss] table (derived and checked once per table: a `Loss` is
         immutable)."""
-        spec, L, K = self.raw["loss"], self.raw["model"]["L"], self.raw["model"]["K"]
-        if spec["expression"] is not None:
-            return _loss(spec["expression"], None, L, K, ())
-        options = {"student": tuple(spec["student"]), "teacher": tuple(spec["teacher"])}
-        if spec["builtin"] == "mse":
-            options["activation"] = spec["activation"]
-        return _loss(None, spec["builtin"], L, K, tuple(sorted(options.items())))
+        spec, L, K = self.settings.loss, self.settings.model.L, self.settings.model.K
+        if spec.expression is not None:
+            return _loss(spec.expression, None, L, K, ())
+        options = {"student": spec.student, "teacher": spec.teacher}
+        if spec.builtin == "mse":
+            options["activation"] = spec.activation
+        return _loss(None, spec.builtin, L, K, tuple(sorted(options.items())))
 
     def initial_means(self):
         """A kind with a mean: the initial means m_k (array over k) — configured, or a file's own value;
@@ -184,8 +193,8 @@ class Config:
         """The learning-rate and batch-size `Schedule` s of ``[sgd]`` (a from-file table read relative to the
         configuration's folder, like a from-file init's path). Cached: a table file is read once."""
         if "_schedules" not in self.__dict__:
-            sgd = self.raw["sgd"]
-            pair = _schedule(sgd, self._base()), _schedule(sgd["batch_schedule"] or {}, self._base())
+            sgd = self.settings.sgd
+            pair = _schedule(sgd, self._base()), _schedule(sgd.batch_schedule, self._base())
             object.__setattr__(self, "_schedules", pair)
         return self.__dict__["_schedules"]
 
@@ -194,7 +203,7 @@ class Config:
         lr, batch = self.schedules()
         if lr.constant and batch.constant:
             return None
-        return TimeChange(lr, batch, self.raw["integrate"]["T"])
+        return TimeChange(lr, batch, self.settings.integrate.T)
 
     def _base(self):
         return pathlib.Path(self.source).parent if self.source else pathlib.Path(".")
@@ -203,7 +212,7 @@ class Config:
         """The canonical words every run reports: the observables and the words the coefficients read
         (the kind's required words, all of degree ≤ 2), by degree then letter codes."""
         model = self.model
-        observables = self.raw["truncation"]["observables"]
+        observables = self.settings.truncation.observables
         listed = [] if observables == "all" else [canonical(w, model) for w in observables]
         required = sorted(
             {canonical(w, model) for w, _ in model.family.state_words(model)},
@@ -228,7 +237,7 @@ class Config:
             factors = (
                 None
                 if d is None
-                else initial_factors(self.model, self.inits(), d, self.raw["sgd"]["seeds"][0], self.data())
+                else initial_factors(self.model, self.inits(), d, self.settings.sgd.seeds[0], self.data())
             )
             found = None if factors is None else means(self.model, factors, self.sigma_of(factors))
             if found is not None:  # a kind with a mean (a centred kind's means are None)
@@ -239,13 +248,13 @@ class Config:
     def data(self):
         """The tokens' covariance Σ (`momentgen.data.DataCovariance`); a from-file Σ is read (and checked) once."""
         if "_data" not in self.__dict__:
-            table = self.raw["data"]
-            if table["covariance"] == "isotropic":
+            table = self.settings.data
+            if table.covariance == "isotropic":
                 data = ISOTROPIC
-            elif table["covariance"] == "power-law":
-                data = DataCovariance("power-law", table["exponent"])
+            elif table.covariance == "power-law":
+                data = DataCovariance("power-law", table.exponent)
             else:
-                path = str(self._base() / table["path"])
+                path = str(self._base() / table.path)
                 data = DataCovariance("from-file", path=path, **read_covariance(path))
             object.__setattr__(self, "_data", data)
         return self.__dict__["_data"]
@@ -258,20 +267,18 @@ class Config:
         """The files this configuration reads: its own source and every from-file init's path (an output
         must be none of them, `momentgen.files.ensure_outputs`)."""
         paths = [self.source] if self.source else []
-        tables = [self.raw["sgd"], self.raw["sgd"]["batch_schedule"] or {}]
-        tables.append(self.raw["data"])
-        paths += [str(self._base() / t["path"]) for t in tables if t.get("path") is not None]
+        sgd = self.settings.sgd
+        tables = [t for t in (sgd, sgd.batch_schedule, self.settings.data) if t is not None]
+        paths += [str(self._base() / t.path) for t in tables if t.path is not None]
         return paths + [spec.path for spec in self.inits().values() if spec.path is not None]
 
     def inits(self):
         """{k: InitSpec} for every index."""
         base = self._base()
         out = {}
-        for k, table in self.raw["init"].items():
-            table = dict(table)
-            if table["path"] is not None:
-                table["path"] = str(base / table["path"])
-            out[int(k)] = InitSpec(**table)
+        for k, table in self.settings.init.items():
+            path = None if table.path is None else str(base / table.path)
+            out[k] = InitSpec(**{**asdict(table), "path": path})
         return out
 
 

@@ -186,14 +186,15 @@ def _check_finite_lr(raw, given, where):
 
 
 def _schedule(table, base):
-    """The `Schedule` of a validated schedule table (``[sgd]`` or its ``batch_schedule``)."""
-    form = table.get("schedule", "constant")
-    if form == "from-file":
-        path = base / table["path"]
+    """The `Schedule` of a schedule's settings (`SgdSettings`, or its ``batch_schedule``: None is constant)."""
+    if table is None:
+        return Schedule("constant")
+    if table.schedule == "from-file":
+        path = base / table.path
         arrays = read_vectors(path, ("u", "f"), "schedule table")
-        return Schedule(form, table=_checked_table(arrays["u"], arrays["f"], path))
-    keys = {k: table[k] for k in ("warmup", "final", "factor") if k in table}
-    return Schedule(form, milestones=tuple(table.get("milestones", ())), **keys)
+        return Schedule(table.schedule, table=_checked_table(arrays["u"], arrays["f"], path))
+    warmup = getattr(table, "warmup", 0.0)  # a batch schedule has none
+    return Schedule(table.schedule, milestones=table.milestones, warmup=warmup, final=table.final, factor=table.factor)
 
 
 def _check_schedules(config, where):

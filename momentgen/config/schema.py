@@ -2,6 +2,9 @@
 
 import difflib
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 
 import numpy as np
 
@@ -180,76 +183,173 @@ def _observables(value):
 REQUIRED = object()  # marks a key without a default
 METHODS = ("LSODA", "Radau", "BDF", "DOP853", "RK45")  # the ODE methods of momentgen.stepper.SOLVERS
 CLOSURES = ("zero", "quadrature", "matrix-model")
-#: Every table and key: (default, validator).
-_SCHEMA = {
-    "model": {
-        "kind": (REQUIRED, _choice(*models.KINDS, what="model kind")),
-        "L": (1, _integer(1, 8)),
-        "K": (REQUIRED, _integer(1, 64)),
-        "trainable": (None, _optional(_index_list)),
-        "gamma": (0.0, _at_most(_non_negative, 1e6)),
-        "C": (None, _covariance),
-    },
-    "loss": {
-        "builtin": (None, _optional(_choice("mse", "softmax-mse", "multihead-softmax-mse"))),
-        "expression": (None, _optional(_string)),
-        "activation": (None, _optional(_string)),
-        "student": ([1], _index_list),
-        "teacher": ([2], _index_list),
-        "heads": (None, _optional(_head_groups)),
-        "rtol": (1e-8, _fraction),
-    },
-    "data": {
-        "covariance": ("isotropic", _choice(*COVARIANCES, what="data covariance")),
-        "exponent": (1.0, _at_most(_positive, 100)),
-        "path": (None, _optional(_string)),
-    },
-    "init": {
-        "kind": ("gaussian", _choice(*INIT_KINDS)),
-        "width_ratio": (1.0, _at_most(_positive, 100)),
-        "scale": (1.0, _at_most(_positive, 1e3)),
-        "scale_U": (1.0, _at_most(_positive, 1e3)),
-        "scale_V": (1.0, _at_most(_positive, 1e3)),
-        "c": (1.0, _at_most(_number, 1e6)),
-        "path": (None, _optional(_string)),
-        "mean": (None, _optional(_at_most(_number, 1e6))),
-        "exponent": (1.0, _at_most(_number, 100)),
-    },
-    "truncation": {
-        "degree": (REQUIRED, _integer(1)),
-        "observables": ("all", _observables),
-        "closure": ("zero", _choice(*CLOSURES)),
-        "size": (400, _integer(2, 20_000)),
-        "draws": (1, _integer(1, 100_000)),
-        "max_memory_gb": (8.0, _positive),
-    },
-    "integrate": {
-        "T": (REQUIRED, _horizon),
-        "points": (51, _integer(2, 1_000_000)),
-        "method": ("LSODA", _choice(*METHODS)),
-        "rtol": (1e-8, _fraction),
-        "atol": (1e-10, _positive),
-        "validity_tol": (1e-4, _positive),
-        "fast_T": (20.0, _horizon),
-        "finite_lr": (False, _boolean),
-    },
-    "sgd": {
-        "d": (200, _integer(1, 100_000)),
-        "lr": (0.016, _positive),
-        "batch": (256, _integer(1, 10_000_000)),
-        "seeds": ([0], _seeds),
-        "max_steps": (10_000_000, _integer(1, 10**12)),
-        "schedule": ("constant", _choice(*FORMS)),
-        "warmup": (0.0, _warmup),
-        "final": (0.0, _at_most(_non_negative, 1e3)),
-        "milestones": ([], _milestones),
-        "factor": (0.1, _at_most(_positive, 1e3)),
-        "path": (None, _optional(_string)),
-        "batch_schedule": (None, _optional(_batch_schedule)),
-    },
+
+
+def key(default, check):
+    """One key of a table: its default (`REQUIRED`: none) and its validator (returns the cleaned value or raises
+    ValueError saying what is required). The field's annotation is the type of the cleaned value."""
+    return field(metadata={"default": default, "check": check})
+
+
+# Every table and key, in one place each: the frozen dataclasses below are the schema (`_SCHEMA` is read off
+# them) and the typed, read-only view of a validated configuration (`momentgen.config.Config.settings`: lists
+# become tuples). A new key is one line here.
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSettings:
+    """[model]: the model kind, tokens, indices, weight decay and token covariance."""
+
+    kind: str = key(REQUIRED, _choice(*models.KINDS, what="model kind"))
+    L: int = key(1, _integer(1, 8))
+    K: int = key(REQUIRED, _integer(1, 64))
+    trainable: tuple | None = key(None, _optional(_index_list))
+    gamma: float = key(0.0, _at_most(_non_negative, 1e6))
+    C: tuple | None = key(None, _covariance)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LossSettings:
+    """[loss]: a built-in loss or an expression, and the quadrature's accuracy."""
+
+    builtin: str | None = key(None, _optional(_choice("mse", "softmax-mse", "multihead-softmax-mse")))
+    expression: str | None = key(None, _optional(_string))
+    activation: str | None = key(None, _optional(_string))
+    student: tuple = key([1], _index_list)
+    teacher: tuple = key([2], _index_list)
+    heads: tuple | None = key(None, _optional(_head_groups))
+    rtol: float = key(1e-8, _fraction)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataSettings:
+    """[data]: the tokens' covariance Σ."""
+
+    covariance: str = key("isotropic", _choice(*COVARIANCES, what="data covariance"))
+    exponent: float = key(1.0, _at_most(_positive, 100))
+    path: str | None = key(None, _optional(_string))
+
+
+@dataclass(frozen=True, kw_only=True)
+class InitSettings:
+    """[init.k]: the initialisation of one index."""
+
+    kind: str = key("gaussian", _choice(*INIT_KINDS))
+    width_ratio: float = key(1.0, _at_most(_positive, 100))
+    scale: float = key(1.0, _at_most(_positive, 1e3))
+    scale_U: float = key(1.0, _at_most(_positive, 1e3))
+    scale_V: float = key(1.0, _at_most(_positive, 1e3))
+    c: float = key(1.0, _at_most(_number, 1e6))
+    path: str | None = key(None, _optional(_string))
+    mean: float | None = key(None, _optional(_at_most(_number, 1e6)))
+    exponent: float = key(1.0, _at_most(_number, 100))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TruncationSettings:
+    """[truncation]: the degree, the observables, the closure and the size guard."""
+
+    degree: int = key(REQUIRED, _integer(1))
+    observables: str | tuple = key("all", _observables)
+    closure: str = key("zero", _choice(*CLOSURES))
+    size: int = key(400, _integer(2, 20_000))
+    draws: int = key(1, _integer(1, 100_000))
+    max_memory_gb: float = key(8.0, _positive)
+
+
+@dataclass(frozen=True, kw_only=True)
+class IntegrateSettings:
+    """[integrate]: the horizon (the model's time axis), output grid, ODE method and tolerances."""
+
+    T: float = key(REQUIRED, _horizon)
+    points: int = key(51, _integer(2, 1_000_000))
+    method: str = key("LSODA", _choice(*METHODS))
+    rtol: float = key(1e-8, _fraction)
+    atol: float = key(1e-10, _positive)
+    validity_tol: float = key(1e-4, _positive)
+    fast_T: float = key(20.0, _horizon)
+    finite_lr: bool = key(False, _boolean)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleSettings:
+    """A batch-size schedule (``[sgd] batch_schedule``): the learning rate's keys without warm-up."""
+
+    schedule: str = key("constant", _choice(*FORMS))
+    final: float = key(0.0, _at_most(_non_negative, 1e3))
+    milestones: tuple = key([], _milestones)
+    factor: float = key(0.1, _at_most(_positive, 1e3))
+    path: str | None = key(None, _optional(_string))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SgdSettings(ScheduleSettings):
+    """[sgd]: the reference simulation (online SGD); its learning-rate schedule has `ScheduleSettings`' keys
+    (step n of N uses lr·f(n/N)) and a warm-up."""
+
+    d: int = key(200, _integer(1, 100_000))
+    lr: float = key(0.016, _positive)
+    batch: int = key(256, _integer(1, 10_000_000))
+    seeds: tuple = key([0], _seeds)
+    max_steps: int = key(10_000_000, _integer(1, 10**12))
+    warmup: float = key(0.0, _warmup)
+    batch_schedule: ScheduleSettings | None = key(None, _optional(_batch_schedule))
+
+
+#: The settings class of each table ([init.k] tables: one `InitSettings` each).
+SECTIONS = {
+    "model": ModelSettings,
+    "loss": LossSettings,
+    "data": DataSettings,
+    "init": InitSettings,
+    "truncation": TruncationSettings,
+    "integrate": IntegrateSettings,
+    "sgd": SgdSettings,
 }
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The typed, read-only view of a validated configuration (`momentgen.config.Config.settings`): one frozen
+    dataclass per table — ``settings.integrate.T``, ``settings.sgd.lr``, ``settings.init[2].scale`` — with
+    every default filled in and lists as tuples."""
+
+    model: ModelSettings
+    loss: LossSettings
+    data: DataSettings
+    init: Mapping  # {k: InitSettings}, k = 1 … K (read-only)
+    truncation: TruncationSettings
+    integrate: IntegrateSettings
+    sgd: SgdSettings
+
+    @classmethod
+    def from_tables(cls, tables):
+        """From validated tables (`momentgen.config.parse_config`: every key present)."""
+        sections = {name: _section(SECTIONS[name], values) for name, values in tables.items() if name != "init"}
+        init = MappingProxyType({int(k): _section(InitSettings, values) for k, values in tables["init"].items()})
+        return cls(init=init, **sections)
+
+
+def _section(cls, values):
+    out = {name: _frozen(value) for name, value in values.items()}
+    if cls is SgdSettings and values["batch_schedule"] is not None:
+        out["batch_schedule"] = _section(ScheduleSettings, values["batch_schedule"])
+    return cls(**out)
+
+
+def _frozen(value):
+    """Lists (nested) as tuples."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+
+
+def _keys(cls):
+    return {f.name: (f.metadata["default"], f.metadata["check"]) for f in fields(cls)}
+
+
+#: Every table and key: (default, validator), read off `SECTIONS`.
+_SCHEMA = {name: _keys(cls) for name, cls in SECTIONS.items()}
 #: The keys of a batch-size schedule (the lr schedule's, without warm-up).
-_SCHEDULE_KEYS = {key: _SCHEMA["sgd"][key] for key in ("schedule", "final", "milestones", "factor", "path")}
+_SCHEDULE_KEYS = _keys(ScheduleSettings)
 #: Which keys each schedule form reads (the others must not be given).
 _SCHEDULE_USES = {
     "constant": (),

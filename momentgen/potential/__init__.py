@@ -98,9 +98,7 @@ class Potential:
     @classmethod
     def from_config(cls, config):
         """The potential of a configuration: its loss, model kind, [model] C and [loss] rtol."""
-        return cls(
-            config.loss(), config.model.kind, C=config.section("model")["C"], rtol=config.section("loss")["rtol"]
-        )
+        return cls(config.loss(), config.model.kind, C=config.settings.model.C, rtol=config.settings.loss.rtol)
 
     # ---- states ----------------------------------------------------------------------------
     def _law(self, m, Q1, Q2):

@@ -91,8 +91,7 @@ class _Quadrature:
             z, w = _rule(F.shape[1], level)
             out = out + self.kernel(z, mean, F, w, group)
         hess = np.zeros((self.p, self.p))
-        hess[self.upper] = out[1 + self.p :]
-        hess = hess + np.triu(hess, 1).T
+        hess[self.upper] = hess[self.upper[::-1]] = out[1 + self.p :]  # the upper triangle, mirrored
         return out[0], out[1 : 1 + self.p], hess
 
     def _value(self, mean, factors, level):
