@@ -31,7 +31,7 @@ def sympy_baseline(model, degree):
     """
     alphabet = model.alphabet
     Z = sympy.symbols(" ".join(f"Z{c}" for c in range(alphabet.size)), commutative=False, seq=True)
-    rules = model.family.rules(model)
+    rules = model.definition.rules(model)
     symbols, slots = coefficient_symbols(model, rules)
     scalars = [sympy.Symbol(s.name) * s.factor for s in symbols]
     trainable = model.is_trainable_letter()

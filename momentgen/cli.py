@@ -340,7 +340,7 @@ def _cmd_spectrum(args):
     data = spectrum_evolution(config, args.letter, times, with_sgd=not args.no_sgd)
     write_spectrum(data, path, config)
     print(
-        f"spectrum of {data['of']} at {config.model.family.time_symbol} = {', '.join(f'{t:g}' for t in times)} "
+        f"spectrum of {data['of']} at {config.model.definition.time_symbol} = {', '.join(f'{t:g}' for t in times)} "
         f"({data['closure']} closure, {data['status']}); {time.perf_counter() - start:.1f} s; wrote {path} and "
         f"{path.with_suffix('.png')}"
     )

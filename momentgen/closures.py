@@ -157,14 +157,14 @@ def _derived(problem, series, means):
     model = problem.model
     out = {"risk": theory_risk(problem, series, means)}
     if model.K >= 2:
-        out.update(model.family.derived(lambda word: np.asarray(series[canonical(word, model)]), model.K))
+        out.update(model.definition.derived(lambda word: np.asarray(series[canonical(word, model)]), model.K))
     return out
 
 
 def _short_and_phi_words(model, words):
     """The words of degree ≤ 2 among ``words`` and the words Φ reads (`ModelKind.state_words`: with the letter Σ its
     Σ-weighted order parameters, of degree 4–5), which the risk needs."""
-    phi = {canonical(w, model) for w, _ in model.family.state_words(model)}
+    phi = {canonical(w, model) for w, _ in model.definition.state_words(model)}
     return [w for w in words if len(w.split()) <= 2 or w in phi]
 
 
@@ -184,7 +184,7 @@ class ZeroClosure(Closure):
         M = config.settings.truncation.degree if degree is None else degree
         observables = config.settings.truncation.observables
         runs, fast, closed = {}, {}, False
-        lowest = model.family.state_degree(model)  # the words Φ reads: 2, or 4–5 with the letter Σ
+        lowest = model.definition.state_degree(model)  # the words Φ reads: 2, or 4–5 with the letter Σ
         for m in [M] + ([M - 2] if M - 2 >= lowest else []):  # degree M first: an error names the degree asked for
             listed = observables if m == M or observables == "all" else [w for w in observables if len(w.split()) <= m]
             runs[m], fast_m, closed_m = self._degree(problem, m, listed)
@@ -382,7 +382,7 @@ class MatrixModelClosure(FlowClosure):
     def legs(self, problem, degree, size):
         stochastic = problem.kappa > 0
         if problem.factors is not None:
-            d = problem.family.matrices.dimension(problem.factors[0])
+            d = problem.definition.matrices.dimension(problem.factors[0])
             if stochastic:
                 return (
                     f"stochastic matrix model of the given d = {d} matrices (kappa = {problem.kappa:g})",
@@ -508,7 +508,7 @@ class QuadratureClosure(FlowClosure):
     def carries_finite_lr(self, model):
         """Only a closed hierarchy (solved by the zero closure): the Itô pair term is not a drift of the
         compressed letters."""
-        return model.family.closes(model)
+        return model.definition.closes(model)
 
     def legs(self, problem, degree, size):
         M = degree or problem.config.settings.truncation.degree
@@ -545,7 +545,7 @@ class QuadratureClosure(FlowClosure):
         )
 
     def solve(self, problem, degree=None, size=None):
-        if problem.family.closes(problem.model):
+        if problem.definition.closes(problem.model):
             return ZeroClosure().solve(problem, degree)
         if problem.kappa > 0:
             raise ModelError(
@@ -565,7 +565,7 @@ class QuadratureClosure(FlowClosure):
         )
         codes = problem.word_codes
         read = {c for word in codes if len(word) > 1 for c in word}
-        generators = set(model.family.laws.driving_letters(model)) | read  # letters read only alone ride along
+        generators = set(model.definition.laws.driving_letters(model)) | read  # letters read only alone ride along
         representation = initial_representation(
             model, problem.specs, n, oracle, generators=generators, variant=variant, edge=edge, data=problem.data
         )
@@ -576,7 +576,7 @@ class QuadratureClosure(FlowClosure):
         letters, sigma = representation.letters, None
         if model.sigma:  # Σ is a fixed letter of the flow, not a factor
             letters, sigma = letters[: model.sigma_code], letters[model.sigma_code]
-        parts = model.family.laws.factor_parts(letters, 1e-12, representation.roots)
+        parts = model.definition.laws.factor_parts(letters, 1e-12, representation.roots)
         run = run_flow(
             model,
             parts,

@@ -57,7 +57,7 @@ class _Layout:
         self.grouped = isinstance(factors[0], tuple)
         self.factors = [tuple(np.array(f) for f in x) if self.grouped else np.array(x) for x in factors]
         self.shapes = [[f.shape for f in (x if self.grouped else (x,))] for x in self.factors]
-        self.index_letters = model.family.matrices.index_letters
+        self.index_letters = model.definition.matrices.index_letters
         self.fixed = {k: self.index_letters(f) for k, f in enumerate(self.factors) if k not in self.trainable}
 
     def letters(self, factors):
@@ -108,7 +108,7 @@ def run(
     (`momentgen.spectra.trace_spectrum` or ``vector_spectrum``), in ``info["spectra"]``. ``sigma``: the data
     covariance Σ (a fixed letter, last in code order) of a model with one. Returns a
     `FlowRun`; a state the source cannot pass ends the run with a status."""
-    family, layout, source_words = model.family, _Layout(model, factors, sigma), list(source.words)
+    definition, layout, source_words = model.definition, _Layout(model, factors, sigma), list(source.words)
 
     def order_parameters(vector):
         return read(source_words, layout.letters(layout.unpack(vector)))
@@ -117,7 +117,7 @@ def run(
         current = layout.unpack(vector)
         letters = layout.letters(current)
         coefficients = source.coefficients(read(source_words, letters), t=t)
-        return layout.pack(family.matrices.factor_velocities(model, current, coefficients, letters))
+        return layout.pack(definition.matrices.factor_velocities(model, current, coefficients, letters))
 
     result = integrate(
         velocity,
@@ -166,24 +166,24 @@ def run_stochastic(model, factors, source, *, times, codes, texts=None, dt=2e-3,
     a bias O(κ dt)). ``seed`` fixes the noise. ``sigma``: the data covariance Σ (a fixed letter; the noise
     matrices become Σ^{1/2} H Σ^{1/2}, covariance κN1 Σ⊗Σ + κN2 with the swap, MATH.md §10). A state the source
     cannot pass, or a non-finite one, ends the run with a status."""
-    family, layout, source_words = model.family, _Layout(model, factors, sigma), list(source.words)
+    definition, layout, source_words = model.definition, _Layout(model, factors, sigma), list(source.words)
     root = None if sigma is None else psd_root(np.asarray(sigma, float))
     rng = np.random.default_rng(seed)
-    rho = family.steps_per_time(1.0, 1.0)
-    d = family.matrices.dimension(layout.factors[0])
+    rho = definition.steps_per_time(1.0, 1.0)
+    d = definition.matrices.dimension(layout.factors[0])
     times = np.asarray(times, dtype=float)
 
     def drift(vector, t, noise=True):
         current = layout.unpack(vector)
         letters = layout.letters(current)
         arrays = source.coefficients(trace_moments(source_words, letters), noise=noise, t=t)
-        return layout.pack(family.matrices.factor_velocities(model, current, arrays, letters)), arrays
+        return layout.pack(definition.matrices.factor_velocities(model, current, arrays, letters)), arrays
 
     def noise(vector, arrays, h):
         H = _noise_matrices(arrays["N1"], arrays["N2"], d, np.sqrt(rho * h / d), rng)
         if root is not None:
             H = [root @ x @ root.T for x in H]
-        return layout.pack(family.matrices.noise_increments(model, layout.unpack(vector), H))
+        return layout.pack(definition.matrices.noise_increments(model, layout.unpack(vector), H))
 
     vector, states, reached, status, message, evaluations = layout.pack(layout.factors), [], [], "ok", "", 0
     states.append(layout.unpack(vector.copy()))
@@ -229,13 +229,13 @@ def letter_velocities(model, factors, coefficients, sigma=None):
     """d/dt of the letter matrices (code order; Σ's, last with ``sigma``, is 0) under the matrix flow with
     ``coefficients`` (family arrays and ``gamma``): letters are quadratic in the factors, so the central difference
     with step 1 along the factor velocities is exact (to rounding)."""
-    family = model.family
-    velocities = family.matrices.factor_velocities(
-        model, factors, coefficients, family.matrices.letter_matrices(factors, sigma)
+    definition = model.definition
+    velocities = definition.matrices.factor_velocities(
+        model, factors, coefficients, definition.matrices.letter_matrices(factors, sigma)
     )
 
     def moved(sign):
-        return family.matrices.letter_matrices([
+        return definition.matrices.letter_matrices([
             tuple(a + sign * b for a, b in zip(f, v)) if isinstance(f, tuple) else f + sign * v
             for f, v in zip(factors, velocities)
         ], sigma)  # fmt: skip

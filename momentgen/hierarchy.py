@@ -49,21 +49,21 @@ __all__ = ["Model", "Coefficient", "Program", "build", "estimate", "check_size",
 def coefficient_symbols(model, rules, noise=False):
     """The coefficient slots the rules use, in order of first use, then (``noise``) the finite-learning-rate
     slots N1_kl, N2_kl of every trainable k, then ``gamma``; and each rule's slot."""
-    family, index, symbols, slots = model.family, {}, [], []
+    definition, index, symbols, slots = model.definition, {}, [], []
     for rule in rules:
         key = (rule.family, rule.k, rule.l)
         if key not in index:
-            entry = family.family(rule.family)
+            entry = definition.family(rule.family)
             suffix = f"_{rule.k}{rule.l}" if rule.l is not None else f" of index {rule.k}"
             index[key] = len(symbols)
             symbols.append(Coefficient(rule.family, rule.k, rule.l, entry.factor, entry.meaning + suffix))
         slots.append(index[key])
     if noise:
-        for entry in family.noise_families:
+        for entry in definition.noise_families:
             for k in model.trainable:
                 for l in range(1, model.K + 1):
                     symbols.append(Coefficient(entry.name, k, l, entry.factor, f"{entry.meaning}_{k}{l}"))
-    symbols.append(Coefficient("gamma", None, None, family.weight_decay_factor, "weight decay"))
+    symbols.append(Coefficient("gamma", None, None, definition.weight_decay_factor, "weight decay"))
     return symbols, slots
 
 
@@ -246,7 +246,7 @@ def _roots(model, degree, observables):
         if isinstance(observables, str):
             raise ModelError(f"observables must be a list of words or the string 'all', got {observables!r}")
         listed = [(text, "observable") for text in observables]
-    for text, reason in listed + model.family.state_words(model):
+    for text, reason in listed + model.definition.state_words(model):
         codes = parse(text, model)
         if len(codes) > degree:
             fix = "raise the degree" + (" or drop the observable" if reason == "observable" else "")
@@ -260,7 +260,7 @@ def check_degree(degree, model):
     """Return ``degree`` if a truncation of ``model`` at that degree can be compiled."""
     if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1:
         raise ModelError(f"degree must be an integer >= 1, got {degree!r}")
-    growth = max((len(rule.replacement) - 1 for rule in model.family.rules(model)), default=1)
+    growth = max((len(rule.replacement) - 1 for rule in model.definition.rules(model)), default=1)
     if degree + growth > model.alphabet.max_length:
         raise ModelError(
             f"degree {degree} is too large for the {model.kind} model with K = {model.K}: "
@@ -287,10 +287,10 @@ class _Rules:
     slots), the weight-decay slot, and with ``noise`` the kind's noise program and its slots."""
 
     def __init__(self, model, noise):
-        rules = model.family.rules(model)
+        rules = model.definition.rules(model)
         self.symbols, slots = coefficient_symbols(model, rules, noise)
         self.gamma = len(self.symbols) - 1
-        self.noise = model.family.noise_program(model) if noise else None
+        self.noise = model.definition.noise_program(model) if noise else None
         self.noise_slot = _noise_slots(self.symbols, model.K)
         self.by_letter = {}
         for rule, slot in zip(rules, slots):

@@ -63,7 +63,7 @@ def exact_moments(model, specs, words, data=ISOTROPIC):
     laws = {}
     for k, spec in specs.items():
         if spec.kind == "gaussian":
-            laws.update(model.family.laws.matrix_laws(k, spec))
+            laws.update(model.definition.laws.matrix_laws(k, spec))
 
     @cache
     def faces(factors, powers):
@@ -100,14 +100,14 @@ def exact_moments(model, specs, words, data=ISOTROPIC):
 def _letter_items(model, specs):
     """Each letter code as (scalar, power of Σ, Gaussian factors): ``c Σ^b`` for an aligned index's letters (MATH.md
     §10), Σ itself (1, 1, ()), the kind's `letter_factors` (power 0) otherwise."""
-    family, kinds = model.family, model.family.letter_kinds
+    definition, kinds = model.definition, model.definition.letter_kinds
     items = []
     for k in range(1, model.K + 1):
         spec = specs[k]
         if spec.kind == "aligned":
             items += [(spec.c, float(spec.exponent), ())] * len(kinds)
             continue
-        by_kind = family.laws.letter_factors(k, spec)
+        by_kind = definition.laws.letter_factors(k, spec)
         items += [(by_kind[kind][0], 0.0, by_kind[kind][1]) for kind in kinds]
     return items + ([(1.0, 1.0, ())] if model.sigma else [])
 
@@ -176,11 +176,11 @@ def law_factors(model, specs, n, seed=0, data=ISOTROPIC):
                 "the matrix-model closure needs gaussian or identity inits (files give their own matrices)"
             )
         if spec.kind == "identity":
-            factors.append(model.family.matrices.identity_factor(spec.c, n))
+            factors.append(model.definition.matrices.identity_factor(spec.c, n))
         elif spec.kind == "aligned":  # c Σ^b of Σ at the law's n quantiles (`momentgen.data.DataCovariance.power`)
-            factors.append(model.family.matrices.aligned_factor(spec.c, data.law_power(n, spec.exponent / 2)))
+            factors.append(model.definition.matrices.aligned_factor(spec.c, data.law_power(n, spec.exponent / 2)))
         else:
-            factors.append(model.family.laws.law_factor(spec, n, rng, gaussian))
+            factors.append(model.definition.laws.law_factor(spec, n, rng, gaussian))
     return factors
 
 
@@ -217,8 +217,8 @@ def initial_representation(
     if variant not in ("gauss", "radau"):
         raise ModelError(f"variant must be 'gauss' or 'radau', got {variant!r}")
     radau = variant == "radau"
-    family = model.family
-    if family.closes(model):
+    definition = model.definition
+    if definition.closes(model):
         raise ModelError(
             f'the {model.kind} model\'s hierarchy is closed: it needs no quadrature closure (use closure = "zero")'
         )
@@ -232,11 +232,11 @@ def initial_representation(
     layered = layered_index(model, specs, edge, data)
     components = [data_component(model, specs, n, data, edge if layered == 0 else None)] if model.sigma else []
     for k in range(1, model.K + 1):
-        spec, codes = specs[k], family.letter_codes(k)
+        spec, codes = specs[k], definition.letter_codes(k)
         if spec.kind == "aligned":  # a function of Σ: on Σ's component
             continue
         if k == layered:
-            law, code = family.laws.spectral_law(k, spec), codes[0]
+            law, code = definition.laws.spectral_law(k, spec), codes[0]
             components.append(measure_component(code, *edge_rule(law, n, *edge), n))
         elif spec.kind == "identity":
             components.append(Component({c: np.full((1, 1), spec.c) for c in codes}, np.zeros(1)))
@@ -245,7 +245,7 @@ def initial_representation(
         else:
             same = {j: spec for j in range(1, model.K + 1)}  # only index k's letters are asked for
             components.append(
-                family.laws.representation_component(
+                definition.laws.representation_component(
                     k, spec, n, lambda words, same=same: exact_moments(model, same, words), generators, tol
                 )
             )
@@ -281,7 +281,7 @@ def layered_index(model, specs, edge, data=ISOTROPIC):
         scalar_or_aligned = all(specs[k].kind in ("identity", "aligned") for k in range(1, model.K + 1))
         return 0 if scalar_or_aligned and data.law is not None else None
     others = [k for k in range(1, model.K + 1) if specs[k].kind != "identity"]
-    if len(others) != 1 or model.family.laws.spectral_law(others[0], specs[others[0]]) is None:
+    if len(others) != 1 or model.definition.laws.spectral_law(others[0], specs[others[0]]) is None:
         return None
     return others[0]
 
@@ -295,7 +295,9 @@ def data_component(model, specs, n, data, edge=None):
         spec = specs[k]
         if spec.kind == "aligned":
             values = spec.c * nodes**spec.exponent
-            functions.update({c: (values, np.sqrt(np.clip(values, 0.0, None))) for c in model.family.letter_codes(k)})
+            functions.update(
+                {c: (values, np.sqrt(np.clip(values, 0.0, None))) for c in model.definition.letter_codes(k)}
+            )
     return measure_component(model.sigma_code, nodes, weights, n, functions)
 
 
@@ -308,7 +310,7 @@ def matrix_moments(model, factors, sigma=None):
     the rank split of `gram_component`. Words holding such a code are traced as they are.
     """
     letters, alphabet = letter_matrices(model.kind, factors, sigma), model.alphabet
-    projectors = model.family.laws.kernel_projectors(factors)
+    projectors = model.definition.laws.kernel_projectors(factors)
     kernels = {c: alphabet.size + j for j, c in enumerate(projectors)}
     extended = letters + list(projectors.values())
     known = {}  # ("canonical", length, packed word) or ("raw", *codes) → moment
@@ -333,5 +335,5 @@ def matrix_moments(model, factors, sigma=None):
         return np.array([known[k] for k in keys])
 
     moments.kernels = kernels
-    moments.edges = model.family.laws.spectral_edges(factors)
+    moments.edges = model.definition.laws.spectral_edges(factors)
     return moments

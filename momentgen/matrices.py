@@ -56,7 +56,7 @@ def letter_matrices(model, factors, sigma=None):
 
 def means(model, factors, sigma=None):
     """Pre-activation means Tr(Σ M_k)/√d of finite factors (kinds with a mean; Σ = ``sigma``, I if None), else None."""
-    return model.family.matrices.means(factors, sigma)
+    return model.definition.matrices.means(factors, sigma)
 
 
 def _complete(model, specs):
@@ -72,7 +72,7 @@ def sample_factors(model, specs, d, seed, data=None):
     (`momentgen.data.DataCovariance`)."""
     rng = np.random.default_rng(seed)
     specs = _complete(model, specs)
-    family, factors = model.family, []
+    family, factors = model.definition, []
     for k in range(1, model.K + 1):
         spec = specs[k]
         if spec.kind == "from-file":
@@ -101,7 +101,7 @@ def load_factors(model, path, d=None):
     header) against `MAX_ARRAY_BYTES`, its shape (2-d, d ≤ `MAX_DIMENSION`) and dtype (real
     numbers; no pickles) before it is read, its values (finite) after.
     """
-    family = model.family
+    family = model.definition
     arrays = _read_npz(path, family.file_arrays)
     factor = family.matrices.file_factor(arrays, path)
     size = family.matrices.dimension(factor)

@@ -64,8 +64,9 @@ class Problem:
         return self.config.model
 
     @property
-    def family(self):
-        return self.config.model.family
+    def definition(self):
+        """The kind's `momentgen.models.ModelKind`."""
+        return self.config.model.definition
 
     @cached_property
     def loss(self):
@@ -85,7 +86,7 @@ class Problem:
         problem starts from given finite matrices, else an n × n matrix that follows Σ's law (the matrix model)."""
         if self.factors is not None:
             return self.config.sigma_of(factors)
-        return self.data.law_power(self.family.matrices.dimension(factors[0]), 1.0) if self.model.sigma else None
+        return self.data.law_power(self.definition.matrices.dimension(factors[0]), 1.0) if self.model.sigma else None
 
     @property
     def gamma(self):

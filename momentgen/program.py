@@ -195,7 +195,7 @@ class Program:
             Coefficient(str(f), None if k < 0 else int(k), None if l < 0 else int(l), float(c), str(m))
             for f, k, l, c, m in zip(*(arrays[name] for name in _SYMBOL_ARRAYS))
         ]
-        names = {f.name for f in model.family.families + model.family.noise_families} | {"gamma"}
+        names = {f.name for f in model.definition.families + model.definition.noise_families} | {"gamma"}
         if any(c.family not in names for c in symbols):
             raise ModelError(
                 f"program arrays name coefficient families {sorted({c.family for c in symbols})}, "
@@ -303,7 +303,7 @@ class Program:
         ``{family: (K, K) or (K,) array, "gamma": float}``; entries without a slot are 0. ``values``:
         as for `coefficient_vector`."""
         vector, K = self.coefficient_vector(values), self.model.K
-        families = self.model.family.families + (self.model.family.noise_families if self.has_noise else ())
+        families = self.model.definition.families + (self.model.definition.noise_families if self.has_noise else ())
         out = {f.name: np.zeros((K, K) if f.pairs else K) for f in families}
         for value, c in zip(vector, self.symbols):
             if c.k is None:

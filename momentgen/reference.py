@@ -78,12 +78,12 @@ def steps_for(model, times, d, lr):
     """SGD steps that reach the theory times (the kind's `steps_per_time`, e.g. tied ``n = t d/(4η)``);
     ``model`` is a `Model` or a kind's name. A count that is not a finite number below 2⁶² (``T = 1e300``,
     ``lr = 1e-300``) is a `MomentgenError`, never a wrapped-around integer."""
-    family = model.family if isinstance(model, Model) else models.get(model)
+    definition = model.definition if isinstance(model, Model) else models.get(model)
     with np.errstate(all="ignore"):
-        steps = np.rint(np.asarray(times, dtype=float) * family.steps_per_time(d, lr))
+        steps = np.rint(np.asarray(times, dtype=float) * definition.steps_per_time(d, lr))
     if not np.all(np.isfinite(steps)) or np.max(steps, initial=0) > 2.0**62:
         raise MomentgenError(
-            f"SGD would need {np.max(steps, initial=0):.3g} steps to reach {family.time_symbol} = "
+            f"SGD would need {np.max(steps, initial=0):.3g} steps to reach {definition.time_symbol} = "
             f"{np.max(times, initial=0):.3g} at d = {d}, lr = {lr:g}: lower [integrate] T or raise lr"
         )
     return steps.astype(np.int64)
@@ -96,11 +96,11 @@ def check_sgd_plan(config, d=None):
     values). Returns the steps per seed."""
     sgd_table, integrate = config.settings.sgd, config.settings.integrate
     d = sgd_table.d if d is None else d
-    family, lr = config.model.family, sgd_table.lr
+    definition, lr = config.model.definition, sgd_table.lr
     steps = int(steps_for(config.model, [integrate.T], d, lr)[0])
     if steps > sgd_table.max_steps:
         raise MomentgenError(
-            f"the SGD reference at d = {d} needs {steps:.3g} steps per seed to reach {family.time_symbol} = "
+            f"the SGD reference at d = {d} needs {steps:.3g} steps per seed to reach {definition.time_symbol} = "
             f"{integrate.T:g} (limit [sgd] max_steps = {sgd_table.max_steps:.3g}): lower [integrate] T, "
             "raise lr, or raise max_steps"
         )
@@ -112,10 +112,10 @@ def check_sgd_plan(config, d=None):
             f"limit is [truncation] max_memory_gb = {config.max_bytes / 2**30:g}: lower d or batch, or raise the limit"
         )
     spacing = integrate.T / (integrate.points - 1)
-    step = 1.0 / family.steps_per_time(d, lr)
+    step = 1.0 / definition.steps_per_time(d, lr)
     if step > spacing * (1 + 1e-9):
         raise MomentgenError(
-            f"one SGD step at d = {d} is {step:.3g} on {family.time_symbol}, longer than the output spacing "
+            f"one SGD step at d = {d} is {step:.3g} on {definition.time_symbol}, longer than the output spacing "
             f"{spacing:.3g}: SGD cannot be reported at those times; lower [integrate] points to at most "
             f"{int(integrate.T / step) + 1} or lower lr"
         )
@@ -162,9 +162,9 @@ class SGDRun:
     """
 
     def __init__(self, model, loss, C, factors, lr, batch, gamma, rng, gradient=None, data=ISOTROPIC):
-        self.model, self.family, self.L, self.data = model, model.family, loss.L, data
+        self.model, self.definition, self.L, self.data = model, model.definition, loss.L, data
         self.factors = [tuple(np.array(f) for f in x) if isinstance(x, tuple) else np.array(x) for x in factors]
-        self.d = self.family.matrices.dimension(self.factors[0]) if self.factors else 0
+        self.d = self.definition.matrices.dimension(self.factors[0]) if self.factors else 0
         self.lr, self.batch, self.gamma, self.rng = lr, batch, gamma, rng
         self.C = np.eye(self.L) if C is None else np.asarray(C, float)
         w, V = np.linalg.eigh(self.C)
@@ -194,14 +194,14 @@ class SGDRun:
 
     def step(self):
         batch = Batch(self.tokens(), self.gradient, self.C, self.covariance()[0])
-        moved = self.family.matrices.sgd_step(self.model, self.factors, batch, self.lr, self.gamma)
+        moved = self.definition.matrices.sgd_step(self.model, self.factors, batch, self.lr, self.gamma)
         if moved is None:
             return False
         self.factors = moved
         return True
 
     def means(self):
-        return self.family.matrices.means(self.factors, self.data.letter(self.model, self.d))
+        return self.definition.matrices.means(self.factors, self.data.letter(self.model, self.d))
 
 
 class _StepRates:
@@ -239,7 +239,7 @@ class RiskProbe:
 
     def measure(self, factors):
         losses, left = [], self.samples
-        self.sampler.factors, self.sampler.d = factors, self.model.family.matrices.dimension(factors[0])
+        self.sampler.factors, self.sampler.d = factors, self.model.definition.matrices.dimension(factors[0])
         while left > 0:
             self.sampler.batch = min(left, self.chunk)
             self.sampler.step()
@@ -354,11 +354,11 @@ def sgd(
     record, fast_m, step, start = _Measurements(probe, spectra), [], 0, time.perf_counter()
     last = max([schedule[-1]] + fast)
     status, message = "ok", "reached the horizon"
-    per_time = model.family.steps_per_time(d, lr)
+    per_time = model.definition.steps_per_time(d, lr)
 
     def diverged(at):
         return "diverged", (
-            f"diverged at step {at}, {model.family.time_symbol} = {at / per_time:.6g}: the SGD state "
+            f"diverged at step {at}, {model.definition.time_symbol} = {at / per_time:.6g}: the SGD state "
             f"became non-finite; lower the learning rate (η = {lr:g}, ηd/B = {lr * d / batch:.3g}) "
             f"or the weight decay (γ = {gamma:g})"
         )
@@ -416,7 +416,7 @@ def mean_increments(model, loss, factors, *, lr, batch, words, steps, gamma=0.0,
     run = SGDRun(model, loss, C, factors, lr, batch, gamma, np.random.default_rng(seed), data=data)
     sigma = data.letter(model, run.d)
     start, base = run.factors, trace_moments(codes, letter_matrices(model.kind, factors, sigma))
-    per_time = model.family.steps_per_time(run.d, lr)
+    per_time = model.definition.steps_per_time(run.d, lr)
     increments = np.empty((steps, len(codes)))
     for i in range(steps):
         run.factors = start
@@ -437,7 +437,7 @@ def matrix_flow(model, factors, source, *, times, words, rtol=1e-9, atol=1e-11, 
     cannot pass ends the run early (``info["status"]``). ``data``: the tokens' covariance Σ (a fixed letter).
     """
     texts, codes = _word_codes(model, words)
-    d = model.family.matrices.dimension(factors[0])
+    d = model.definition.matrices.dimension(factors[0])
     run = run_flow(
         model,
         factors,
@@ -516,7 +516,7 @@ def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41, n
         "steps": runs[0].steps[:reached].tolist(),
         **_integrated_time(config, times[:reached]),
         # when each value was measured: a whole number of steps, within half a step of its grid time
-        "t_reached": (runs[0].steps[:reached] / config.model.family.steps_per_time(d, sgd_table.lr)).tolist(),
+        "t_reached": (runs[0].steps[:reached] / config.model.definition.steps_per_time(d, sgd_table.lr)).tolist(),
         "d": d,
         "lr": sgd_table.lr,
         "batch": sgd_table.batch,

@@ -91,7 +91,7 @@ class SlavedMean:
 
     def slaving_rates(self, truncation, y):
         """The fast phase's rates D_k of the trainable indices (untied ``t^A_k + t^B_k``; β ∝ 1/D_k)."""
-        return truncation.family.slaving_rates(truncation.moments(y), truncation.model)[
+        return truncation.definition.slaving_rates(truncation.moments(y), truncation.model)[
             np.array(truncation.trainable) - 1
         ]
 
@@ -130,7 +130,7 @@ class SlavedMean:
         y0 = y0() if callable(y0) else y0
         idx = np.array(truncation.trainable) - 1
         Q1, Q2 = truncation.order_parameters(y0)
-        D = truncation.family.slaving_rates(truncation.moments(y0), truncation.model)
+        D = truncation.definition.slaving_rates(truncation.moments(y0), truncation.model)
         potential = truncation.potential
 
         def velocity(t, m):
@@ -154,7 +154,7 @@ class SlavedMean:
         return {"fast_t": run.t, "fast_m": run.y, "m_star": m_star.copy()}
 
 
-def mean_of(family):
+def mean_of(definition):
     """The mean role of a kind (`NoMean` for a centred kind, else `SlavedMean`): the one place that reads
     ``centred`` on the theory side."""
-    return NoMean() if family.centred else SlavedMean()
+    return NoMean() if definition.centred else SlavedMean()

@@ -79,7 +79,7 @@ class Truncation:
                 f"kappa = {self.kappa:g} needs the finite-learning-rate terms: build the program with noise=True"
             )
         self.model = program.model
-        self.family = self.model.family
+        self.definition = self.model.definition
         factors = np.array([s.factor for s in program.symbols])
         self._terms = segment_rows(
             program.indptr, program.symbol, program.target, factors[program.symbol] * program.multiplicity
@@ -91,12 +91,12 @@ class Truncation:
         K = self.model.K
         pairs = [(k, l) for k in range(1, K + 1) for l in range(1, K + 1)]
         self._Q = np.array(
-            [[program.index(word) for word in self.family.order_texts(self.model, k, l)] for k, l in pairs]
+            [[program.index(word) for word in self.definition.order_texts(self.model, k, l)] for k, l in pairs]
         )
         self._Q = self._Q.T.reshape(2, K, K)  # state indices of Q1_kl and Q2_kl
-        self._word = {text: program.index(text) for text, _ in self.family.state_words(self.model)}
+        self._word = {text: program.index(text) for text, _ in self.definition.state_words(self.model)}
         self.state = RunState(np.zeros(K) if means is None else np.asarray(means, float).reshape(K).copy())
-        self.mean = mean_of(self.family)  # `slaved_mean.NoMean` or `SlavedMean`
+        self.mean = mean_of(self.definition)  # `slaved_mean.NoMean` or `SlavedMean`
         self.trainable = list(self.model.trainable)
 
     # ---- order parameters and coefficients -------------------------------------------------
@@ -155,7 +155,7 @@ class Truncation:
         κ(t) N1, κ(t) N2 (0 when κ = 0), unless ``noise`` is False (a caller that reads only the drift skips
         their cost)."""
         order, value = self.state_and_value(y, state)
-        arrays = self.family.coefficient_arrays(value, self.moments(y), self.model, trace_conserving, self.gamma)
+        arrays = self.definition.coefficient_arrays(value, self.moments(y), self.model, trace_conserving, self.gamma)
         arrays["gamma"] = self.gamma
         if self.program.has_noise and noise:
             K = self.model.K
@@ -242,7 +242,9 @@ class Truncation:
                 for b in range(K):
                     dQ[..., where[int(self._Q[s_, a, b])]] += second.QQ[:, :, :, s_, a, b]
         dQ += self.mean.through_mean(self, second, where, len(columns))
-        arrays = self.family.sensitivity(self.model, dQ, value, self.moments(y), lambda text: where[self._word[text]])
+        arrays = self.definition.sensitivity(
+            self.model, dQ, value, self.moments(y), lambda text: where[self._word[text]]
+        )
         return columns, np.array(
             [_entry(arrays, c) if c.family != "gamma" else np.zeros(len(columns)) for c in self.program.symbols]
         )
@@ -297,7 +299,7 @@ def source_program(model, kappa=0.0, max_bytes=None):
     noise = check_kappa(kappa) > 0
     return build(
         model,
-        model.family.state_degree(model),
+        model.definition.state_degree(model),
         [],
         noise=noise,
         **({} if max_bytes is None else {"max_bytes": max_bytes}),

@@ -175,7 +175,7 @@ def _verdict(config, checks, kappa, curve_kappa):
     failing = [name for name, check in checks.items() if check["passed"] is False]
     if failing:
         message = f"{failing[0]}: {checks[failing[0]]['message']}"
-        if curve_kappa == 0 and config.model.family.noise_scale is not None and kappa >= 0.02:
+        if curve_kappa == 0 and config.model.definition.noise_scale is not None and kappa >= 0.02:
             message += (
                 f" — the curve has no finite-learning-rate term while SGD runs at κ = {kappa:.3g}: set "
                 "[integrate] finite_lr = true (or verify at a smaller --kappa)"
@@ -262,13 +262,13 @@ def _drift(config, start, dims, kappa, curve_kappa, plan, say):
         say(f"drift check: d = {d}, {steps} SGD steps from one state")
         factors = start.factors(d, 0)
         if (
-            model.family.matrices.means(factors) is not None
+            model.definition.matrices.means(factors) is not None
         ):  # at t = 0 a mean is not slaved: the state after the fast phase
             factors = _after_fast_phase(config, factors, program, potential)
         sigma = config.sigma_of(factors)
         states[d] = (
             empirical_moments(model, factors, program.word_codes, sigma),
-            model.family.matrices.means(factors, sigma),
+            model.definition.matrices.means(factors, sigma),
         )
         theory = Truncation(program, potential, gamma, means=states[d][1], kappa=curve_kappa).checked_rhs(
             0.0, states[d][0]
@@ -293,7 +293,7 @@ def _drift(config, start, dims, kappa, curve_kappa, plan, say):
         f"at t = 0 the theory's drift of μ({words[worst]}) is off the d → ∞ extrapolation of SGD's by "
         f"{gap[worst]:.3g} ({abs(gap[worst]) / se[worst]:.1f} SE; tolerance {tolerance[worst]:.2g})"
     )
-    if not passed and curve_kappa == 0 and model.family.noise_scale is not None:
+    if not passed and curve_kappa == 0 and model.definition.noise_scale is not None:
         for d in dims:  # only now (Φ's noise moments can cost minutes): would the term explain the gap?
             y0, means = states[d]
             per_d[d]["with_term"] = Truncation(program, potential, gamma, means=means, kappa=kappa).checked_rhs(
@@ -319,7 +319,7 @@ def _drift(config, start, dims, kappa, curve_kappa, plan, say):
 
 def _correction_power(model):
     """The order of the finite-d correction: O(1/d) for a centred kind, O(1/√d) with a mean (μ(M) = m/√d)."""
-    return model.family.finite_d_power
+    return model.definition.finite_d_power
 
 
 def _after_fast_phase(config, factors, program, potential):
@@ -334,7 +334,7 @@ def _after_fast_phase(config, factors, program, potential):
     model, gamma = config.model, config.settings.model.gamma
     sigma = config.sigma_of(factors)
     for _ in range(3):  # the shift moves the even words by O(m²/d): m*(q) of the shifted state, again
-        truncation = Truncation(program, potential, gamma, means=model.family.matrices.means(factors, sigma))
+        truncation = Truncation(program, potential, gamma, means=model.definition.matrices.means(factors, sigma))
         m_star = truncation.slaved_mean(empirical_moments(model, factors, program.word_codes, sigma))
         factors = [
             shift_to_mean(*f, m_star[k - 1], sigma) if k in model.trainable else f for k, f in enumerate(factors, 1)
@@ -464,7 +464,7 @@ def _seed_pair(raw, source, d, seed, lr, times, words, kappa):
     run = sgd(model, config.loss(), config.inits(), d=d, lr=lr, batch=config.settings.sgd.batch, times=times,
               words=words, gamma=table.gamma, C=table.C, seed=seed, factors=factors, progress=False,
               schedules=config.schedules(), horizon=config.settings.integrate.T, data=config.data())  # fmt: skip
-    reached = run.steps / model.family.steps_per_time(d, lr)
+    reached = run.steps / model.definition.steps_per_time(d, lr)
     theory = solve_with_closure(config, factors=factors, kappa=kappa)
     if theory.status not in REACHED:
         raise FloatingPointError(

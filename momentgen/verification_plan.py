@@ -61,7 +61,7 @@ def _sgd_points(config, d, kappa):
     """Output points an SGD run at ``d`` (lr = κB/d) resolves on [0, T]: ``[integrate] points``, or fewer
     so that the spacing is at least one SGD step (the finite-d leg reads SGD only at times it reached)."""
     T, points = config.settings.integrate.T, config.settings.integrate.points
-    step = 1.0 / config.model.family.steps_per_time(d, kappa * config.settings.sgd.batch / d)
+    step = 1.0 / config.model.definition.steps_per_time(d, kappa * config.settings.sgd.batch / d)
     return max(2, min(points, int(T / step * (1 + 1e-9)) + 1))
 
 
@@ -81,7 +81,7 @@ def _costs(config, start, dims, kappa, theory_seconds):
         lr = kappa * batch / d
         cost = _step_seconds(config, start.factors(d, 0), lr)
         drift += cost
-        per_seed += T * config.model.family.steps_per_time(d, lr) * cost
+        per_seed += T * config.model.definition.steps_per_time(d, lr) * cost
     return drift, per_seed
 
 
@@ -110,12 +110,12 @@ class _States:
         self.config, self.model = config, config.model
         self.base = config.start_factors()
         self.fixed = self.base is not None
-        if self.fixed and self.model.family.matrices.means(self.base) is not None:  # a kind with a mean
+        if self.fixed and self.model.definition.matrices.means(self.base) is not None:  # a kind with a mean
             raise ConfigError(
                 "verify lifts a from-file state to 2d by F ⊗ I₂, which changes an untied mean Tr(M)/√d: "
                 "verify this configuration with a gaussian init of the same law"
             )
-        d = self.model.family.matrices.dimension(self.base[0]) if self.fixed else None
+        d = self.model.definition.matrices.dimension(self.base[0]) if self.fixed else None
         self.dims = (d, 2 * d) if self.fixed else None
 
     def factors(self, d, seed):

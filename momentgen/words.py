@@ -140,8 +140,8 @@ def canonical_codes(codes, model):
         flip = model.alphabet.transpose
         reversal = tuple(int(flip[c]) for c in reversed(codes))
     else:
-        family = models.get(model)
-        n, flip = len(family.letter_kinds), family.transposes
+        definition = models.get(model)
+        n, flip = len(definition.letter_kinds), definition.transposes
         reversal = tuple((c // n) * n + flip[c % n] for c in reversed(codes))
     return min(_least_rotation(codes), _least_rotation(reversal))
 

@@ -60,7 +60,7 @@ def test_untied_law_factors_with_a_mean_start_at_the_d_infinity_moments():
     draws = np.array([empirical_moments(model, law_factors(model, specs, 100, seed=s), codes) for s in range(24)])
     deviation = np.abs(draws.mean(axis=0) - exact_moments(model, specs, codes))
     standard_error = draws.std(axis=0, ddof=1) / np.sqrt(len(draws))
-    odd = np.array([sum(model.family.letter_kinds[c % 4] in ("M", "M^T") for c in w) % 2 == 1 for w in codes])
+    odd = np.array([sum(model.definition.letter_kinds[c % 4] in ("M", "M^T") for c in w) % 2 == 1 for w in codes])
     assert odd.sum() == 10
     assert np.all(deviation[odd] <= 3 * standard_error[odd]), (deviation / standard_error)[odd].max()
     assert deviation[~odd].max() <= 0.025, deviation[~odd].max()

@@ -125,7 +125,7 @@ def test_expected_sgd_step_with_sigma_is_the_matrix_flow(kind):
     run.step()
     step = (run.factors[0] - factors[0]) / lr
     letters = letter_matrices(kind, factors, POWER.matrix(d))
-    family = model.family
+    family = model.definition
     Q = [
         np.array(
             [

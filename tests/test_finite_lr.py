@@ -32,7 +32,7 @@ def ito_term(model, factors, codes, N1, N2, rng, samples=40, epsilon=1e-4, sigma
     """E over Gaussian noise matrices H (E[H_ab H_cd] = (N1 δ_ac δ_bd + N2 δ_ad δ_bc)/d; with a data covariance
     ``sigma``, R H Rᵀ with R Rᵀ = Σ) of the second-order change of each word's (1/d) Tr when the factors move by the
     kind's `noise_increments(F, εH)` — by antithetic differences on the matrices themselves, no hierarchy code."""
-    family, d = model.family, model.family.matrices.dimension(factors[0])
+    family, d = model.definition, model.definition.matrices.dimension(factors[0])
     base = trace_moments(codes, letter_matrices(model.kind, factors, sigma))
     root = None if sigma is None else np.linalg.cholesky(sigma)
     total = np.zeros(len(codes))
@@ -72,7 +72,7 @@ def test_program_noise_terms_are_the_ito_terms_of_the_noise(kind, K, trainable, 
     for c in program.symbols:
         if c.family in ("N1", "N2"):
             values[c.name] = (N1 if c.family == "N1" else N2)[c.k - 1, c.l - 1]
-    rho = model.family.steps_per_time(1.0, 1.0)
+    rho = model.definition.steps_per_time(1.0, 1.0)
     expected = program.evaluate(mu, values) / rho
     measured = ito_term(model, factors, program.word_codes, N1, N2, rng)
     gap = np.abs(measured - expected) / np.maximum(1.0, np.abs(expected))
@@ -92,7 +92,7 @@ def test_noise_terms_with_a_data_covariance_are_the_ito_terms(kind, K, trainable
     d = 120
     model = Model(kind, K, trainable, sigma=True)
     observables = ["M1 M1^T", "M1 Sigma M2^T A1", "A1 Sigma B1"] if kind == "untied" else "all"  # untied: its β reads
-    program = build(model, max(degree + 1, model.family.state_degree(model)), observables, noise=True)  # degree 5
+    program = build(model, max(degree + 1, model.definition.state_degree(model)), observables, noise=True)  # degree 5
     factors = random_factors(kind, K, d, rng)
     Q = np.linalg.qr(rng.standard_normal((d, d)))[0]
     sigma = (Q * rng.uniform(0.5, 1.7, d)) @ Q.T
@@ -103,7 +103,7 @@ def test_noise_terms_with_a_data_covariance_are_the_ito_terms(kind, K, trainable
     for c in program.symbols:
         if c.family in ("N1", "N2"):
             values[c.name] = (N1 if c.family == "N1" else N2)[c.k - 1, c.l - 1]
-    expected = program.evaluate(mu, values) / model.family.steps_per_time(1.0, 1.0)
+    expected = program.evaluate(mu, values) / model.definition.steps_per_time(1.0, 1.0)
     measured = ito_term(model, factors, program.word_codes, N1, N2, rng, sigma=sigma)
     gap = np.abs(measured - expected) / np.maximum(1.0, np.abs(expected))
     assert np.abs(expected).max() > 0.1

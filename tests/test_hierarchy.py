@@ -66,7 +66,7 @@ def test_derivation_is_exact(kind, K, trainable, degree, observables, rng):
     dropped_mu = trace_moments(program.dropped_word_codes, letters) if program.dropped_word_codes else None
     full = program.evaluate(mu, coefficients, dropped_mu=dropped_mu)
     np.testing.assert_allclose(full, expected, rtol=1e-10, atol=1e-12)
-    if not model.family.closed:  # the zero closure really dropped something at the top degree
+    if not model.definition.closed:  # the zero closure really dropped something at the top degree
         assert np.abs(zero_closure - expected)[~closed].max() > 1e-6
 
 
@@ -262,7 +262,7 @@ def test_derivation_with_a_data_covariance_is_exact(kind, K, trainable, degree, 
     full = program.evaluate(mu, coefficients, dropped_mu=dropped_mu)
     np.testing.assert_allclose(full, expected, rtol=1e-10, atol=1e-12)
     closed = np.diff(program.dropped_indptr) == 0
-    assert not model.family.closes(model) and (~closed).any()
+    assert not model.definition.closes(model) and (~closed).any()
 
 
 @pytest.mark.parametrize(

@@ -56,7 +56,7 @@ def test_passenger_letters_do_not_span_the_space():
     N drops from 73 to 43 at n = 2 while every word in the spanning letters of degree ≤ 5 and
     the passengers' own traces stay exact."""
     model, specs = Model("untied", 2, [1]), CASES[3][1]
-    generators = model.family.laws.driving_letters(model)
+    generators = model.definition.laws.driving_letters(model)
     assert generators == [0, 1, 2, 3, 4, 5]  # M1 M1ᵀ A1 B1 M2 M2ᵀ
     representation = initial_representation(model, specs, 2, generators=generators)
     assert representation.dim == 43

@@ -93,7 +93,7 @@ def step_direction_and_difference(kind, loss_name, mean=None):
     factors = initial_factors(model, config.inits(), D, seed=3)
     root = np.linalg.cholesky(C)
     X = np.einsum("ij,njd->nid", root, rng.standard_normal((N, L, D)))
-    new = model.family.matrices.sgd_step(model, factors, Batch(X, loss_gradient(loss), C), LR, GAMMA)
+    new = model.definition.matrices.sgd_step(model, factors, Batch(X, loss_gradient(loss), C), LR, GAMMA)
     P, P_new = factors[0], new[0]
     decay = GAMMA / D
     if kind == "untied":

@@ -74,8 +74,8 @@ def test_expected_sgd_step_is_the_matrix_flow(kind):
         Omega = np.array([[mu[0], mu[1]], [mu[1], mu[2]]])
         Psi = np.array([[mu[3], mu[4]], [mu[4], mu[5]]])
         value = potential.evaluate(Omega=Omega, Psi=Psi)
-    coefficients = {**model.family.potential_families(value), "gamma": 0.0}
-    velocity = model.family.matrices.factor_velocities(model, factors, coefficients)[0] * (
+    coefficients = {**model.definition.potential_families(value), "gamma": 0.0}
+    velocity = model.definition.matrices.factor_velocities(model, factors, coefficients)[0] * (
         4 / d if kind == "tied" else 1 / d
     )
     assert np.linalg.norm(step - velocity) <= 0.05 * np.linalg.norm(velocity)

@@ -128,8 +128,8 @@ def test_direct_system_matches_the_matrix_flow_at_finite_d():
         S = [x.reshape(d, d), factors[1]]
         mu = trace_moments(program.word_codes, letter_matrices("direct", S))
         Q1, Q2 = truncation.order_parameters(mu)
-        coefficients = {**model.family.potential_families(potential.at(Q1, Q2)), "gamma": gamma}
-        return model.family.matrices.factor_velocities(model, S, coefficients)[0].ravel()
+        coefficients = {**model.definition.potential_families(potential.at(Q1, Q2)), "gamma": gamma}
+        return model.definition.matrices.factor_velocities(model, S, coefficients)[0].ravel()
 
     flow = solve_ivp(matrix_velocity, (0, T), factors[0].ravel(), method="DOP853", rtol=1e-12, atol=1e-14)
     final = trace_moments(program.word_codes, letter_matrices("direct", [flow.y[:, -1].reshape(d, d), factors[1]]))

@@ -410,7 +410,7 @@ def test_sgd_flow_and_theory_start_from_the_configured_mean():
     from momentgen.matrices import letter_matrices, trace_moments
 
     model = Model("untied", 2, [1])
-    untied_means = model.family.matrices.means
+    untied_means = model.definition.matrices.means
     even = [w for w in build(model, 2, []).word_codes if sum(c % 4 in (0, 1) for c in w) % 2 == 0]
     shift = {}
     for d in (100, 400):

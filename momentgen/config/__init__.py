@@ -187,7 +187,7 @@ class Config:
         factors = self.start_factors()
         if factors is not None:
             return means(self.model, factors, self.sigma_of(factors))
-        return self.model.family.laws.configured_means(self.inits())
+        return self.model.definition.laws.configured_means(self.inits())
 
     def schedules(self):
         """The learning-rate and batch-size `Schedule` s of ``[sgd]`` (a from-file table read relative to the
@@ -215,7 +215,7 @@ class Config:
         observables = self.settings.truncation.observables
         listed = [] if observables == "all" else [canonical(w, model) for w in observables]
         required = sorted(
-            {canonical(w, model) for w, _ in model.family.state_words(model)},
+            {canonical(w, model) for w, _ in model.definition.state_words(model)},
             key=lambda w: (len(w.split()), parse(w, model)),
         )
         return list(dict.fromkeys(listed + required))
@@ -261,7 +261,7 @@ class Config:
 
     def sigma_of(self, factors):
         """The letter Σ at the dimension of finite ``factors`` (None for isotropic tokens)."""
-        return self.data().letter(self.model, self.model.family.matrices.dimension(factors[0]))
+        return self.data().letter(self.model, self.model.definition.matrices.dimension(factors[0]))
 
     def input_paths(self):
         """The files this configuration reads: its own source and every from-file init's path (an output

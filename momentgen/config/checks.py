@@ -108,16 +108,16 @@ def _check_heads(loss, where):
 def _check_inits(raw, where):
     """Each init's keys fit its kind and the model kind (PSD identity, a path for from-file, no mean when
     centred)."""
-    family = models.get(raw["model"]["kind"])
+    definition = models.get(raw["model"]["kind"])
     for k, table in raw["init"].items():
-        if table["kind"] in ("identity", "aligned") and family.positive_letters and table["c"] < 0:
+        if table["kind"] in ("identity", "aligned") and definition.positive_letters and table["c"] < 0:
             raise ConfigError(
                 f"{where}[init.{k}] {table['kind']} `c` = {table['c']} < 0: the letters of the "
                 f"{raw['model']['kind']} model are positive semi-definite, so c I must be (c ≥ 0)"
             )
         if table["kind"] == "from-file" and table["path"] is None:
             raise ConfigError(f'{where}[init.{k}] kind = "from-file" needs `path` (an .npz of finite-d matrices)')
-        if table["mean"] is not None and family.centred:
+        if table["mean"] is not None and definition.centred:
             raise ConfigError(
                 f"{where}[init.{k}] `mean` is the pre-activation mean Tr(M_k)/√d of a model with a "
                 f"mean; the {raw['model']['kind']} model's pre-activations are centred: remove it"
@@ -180,8 +180,8 @@ def _check_finite_lr(raw, given, where):
             f"{kappa:.3g} ≥ 1 is outside the expansion in kappa the term is the first order of; lower lr "
             "or raise batch"
         )
-    family = models.get(raw["model"]["kind"])
-    if family.noise_scale is None:
+    definition = models.get(raw["model"]["kind"])
+    if definition.noise_scale is None:
         raise ConfigError(f"{where}[integrate] finite_lr: the {raw['model']['kind']} model has no such term")
 
 

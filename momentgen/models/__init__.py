@@ -2,7 +2,7 @@
 
 Adding a kind is one new module in this package implementing `ModelKind` (see `base`) and one
 line in `KINDS`; docs/ARCHITECTURE.md walks through it. Everything else in momentgen reaches the
-kind through ``model.family`` and never names it.
+kind through ``model.definition`` and never names it.
 """
 
 from dataclasses import dataclass, field
@@ -21,20 +21,21 @@ __all__ = ["KINDS", "NOISE_FAMILIES", "Model", "ModelKind", "Family", "Rule", "B
 class Model:
     """A model to compile: its kind, number of indices ``K`` and trainable indices (1-based).
 
-    The trainable set defaults to every index. Coefficient values (Γ, a, β, A, B, γ) are
-    *not* part of the model: they are inputs of the compiled program. ``sigma``: the tokens have a
-    covariance Σ ≠ I (MATH.md §10), a fixed letter ``Sigma`` in the words (its law is data, not part of
-    the model). ``family`` is the kind's `ModelKind`, ``alphabet`` its letters (`momentgen.words.Alphabet`).
+        The trainable set defaults to every index. Coefficient values (Γ, a, β, A, B, γ) are
+        *not* part of the model: they are inputs of the compiled program. ``sigma``: the tokens have a
+        covariance Σ ≠ I (MATH.md §10), a fixed letter ``Sigma`` in the words (its law is data, not part of
+        the model). ``definition`` is the kind's `ModelKind` (its letters, rules and coefficient families, and its roles
+    ``definition.matrices``, ``definition.laws``), ``alphabet`` its letters (`momentgen.words.Alphabet`).
     """
 
     kind: str
     K: int
     trainable: tuple = None
     sigma: bool = False
-    family: ModelKind = field(init=False, repr=False, compare=False)
+    definition: ModelKind = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "family", get(self.kind))
+        object.__setattr__(self, "definition", get(self.kind))
         if isinstance(self.K, bool) or not isinstance(self.K, (int, np.integer)) or self.K < 1:
             raise WordError(f"K must be a positive integer (number of indices), got {self.K!r}")
         trainable = tuple(range(1, self.K + 1)) if self.trainable is None else self.trainable
@@ -60,7 +61,7 @@ class Model:
 
     @property
     def time_scale(self):
-        return self.family.time_scale
+        return self.definition.time_scale
 
     def is_trainable_letter(self):
         """Boolean array over letter codes: does the letter carry a trainable index?"""

@@ -40,13 +40,13 @@ class Alphabet:
             raise WordError(f"K must be a positive integer (number of indices), got {self.K!r}")
 
     @property
-    def family(self):
+    def definition(self):
         """The `ModelKind` whose letters these are."""
         return registry.get(self.model)
 
     @property
     def kinds(self):
-        return self.family.letter_kinds
+        return self.definition.letter_kinds
 
     @property
     def size(self):
@@ -80,7 +80,7 @@ class Alphabet:
     @cached_property
     def transpose(self):
         """``transpose[c]``: code of the transpose of letter ``c`` (int array)."""
-        table = self.family.transpose_table(self.K)
+        table = self.definition.transpose_table(self.K)
         return np.append(table, [self.sigma_code]).astype(np.int64) if self.sigma else table
 
     # ---- packed words --------------------------------------------------------------

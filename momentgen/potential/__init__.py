@@ -82,7 +82,7 @@ class Potential:
     """
 
     def __init__(self, loss, kind, C=None, method="auto", rtol=1e-8, level=None, seed=0):
-        self.loss, self.kind, self.family = loss, kind, models.get(kind)
+        self.loss, self.kind, self.definition = loss, kind, models.get(kind)
         self.L, self.K = loss.L, loss.K
         self.C = _check_covariance(C, self.L)
         if method not in ("auto", "exact", "quadrature"):
@@ -92,7 +92,7 @@ class Potential:
         self.method = "exact" if method == "exact" or (method == "auto" and loss.is_polynomial) else "quadrature"
         self.rtol, self.level, self.seed = rtol, level, seed
         self.missed_rtol = False  # set when a run kept meeting states the rule could not reach rtol at
-        self._pairs = _PairGeometry(self.C, self.family.mean_weights(self.C))
+        self._pairs = _PairGeometry(self.C, self.definition.mean_weights(self.C))
         self._backend = _Wick(self) if self.method == "exact" else _Quadrature(self)
 
     @classmethod
@@ -105,7 +105,7 @@ class Potential:
         K = self.K
         m = np.zeros(K) if m is None else np.asarray(m, float).reshape(K)
         Q1, Q2 = (np.asarray(Q, float).reshape(K, K) for Q in (Q1, Q2))
-        if not (np.all(np.isfinite(m)) and np.all(np.isfinite(Q1)) and np.all(np.isfinite(Q2))):
+        if not (np.isfinite(m).all() and np.isfinite(Q1).all() and np.isfinite(Q2).all()):
             raise NonFinitePotential(f"non-finite order parameters m={m}, Q1={Q1.tolist()}, Q2={Q2.tolist()}")
         return m, Q1, Q2
 
@@ -118,7 +118,8 @@ class Potential:
         """Φ and its derivatives at the order parameters (Q1, Q2) and means m (roles, not names)."""
         m, Q1, Q2 = self._law(m, Q1, Q2)
         value = self._backend.evaluate(m, Q1, Q2, estimate_error)
-        if not np.isfinite(value.phi) or not all(np.all(np.isfinite(x)) for x in (value.dQ1, value.dQ2, value.b)):
+        if not (np.isfinite(value.phi) and np.isfinite(value.dQ1).all() and np.isfinite(value.dQ2).all()
+                and np.isfinite(value.b).all()):  # fmt: skip
             raise NonFinitePotential(
                 f"Phi of loss {self.loss.name!r} is not finite at m={m.tolist()}, "
                 f"Q1={Q1.tolist()}, Q2={Q2.tolist()}: check the loss and the state"
@@ -216,7 +217,7 @@ class Potential:
 
     def _arguments(self, state):
         """(Q1, Q2, m) from the kind's own names of its order parameters (`ModelKind.state_names`)."""
-        names = self.family.state_names
+        names = self.definition.state_names
         unknown = sorted(set(state) - set(names))
         if unknown:
             raise PotentialError(f"unknown state {unknown} for the {self.kind} model: it takes {', '.join(names)}")
@@ -245,7 +246,7 @@ class Potential:
         Raises `PotentialError` naming q and the loss if it fails or if the m-Hessian is
         not positive definite at the solution.
         """
-        if not mean_of(self.family).has_mean:
+        if not mean_of(self.definition).has_mean:
             raise PotentialError(f"m*(q) exists only for a model with a mean; the {self.kind} model is centred")
         idx = np.array([k - 1 for k in trainable])
         m = np.asarray(m0, float).copy()

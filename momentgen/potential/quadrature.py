@@ -6,6 +6,7 @@ from functools import lru_cache
 from itertools import combinations_with_replacement, permutations, product
 from math import comb
 
+import numba
 import numpy as np
 import sympy
 
@@ -169,11 +170,7 @@ class _Quadrature:
 
     def _near(self, signature, others):
         """Within 40 % of a checked state in the Gram matrices (20 % in their scale) and the mean."""
-        if not others:
-            return False
-        others = np.asarray(others)
-        tolerance = 0.4 * np.maximum(np.abs(others).max(axis=1, keepdims=True), 0.05)
-        return bool(np.any(np.all(np.abs(others - signature) <= tolerance, axis=1)))
+        return bool(others) and _near_any(signature, np.array(others))
 
     def _control(self, mean, factors):
         """Calibrate at the first state; check (or, frozen, remember) states far from the checked ones."""
@@ -261,6 +258,17 @@ class _Quadrature:
         if estimate_error:  # the next-coarser rule's distance: a conservative error estimate
             value.error = _difference(self._value(mean, factors, self.level - 1), value) if self.level > 1 else np.inf
         return value
+
+
+@numba.njit(cache=True)
+def _near_any(signature, others):
+    """Whether some row of ``others`` is within 0.4·max(its largest entry in size, 0.05) of ``signature`` in every
+    entry (compiled: it runs at every evaluation)."""
+    for i in range(others.shape[0]):
+        tolerance = 0.4 * max(np.abs(others[i]).max(), 0.05)
+        if np.all(np.abs(others[i] - signature) <= tolerance):
+            return True
+    return False
 
 
 def _additive_groups(expr):
