@@ -114,20 +114,7 @@ def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, b
         method = "DOP853"
     grid = np.linspace(0.0, T, points) if grid is None else np.asarray(grid, dtype=float)
     start = time.perf_counter()
-    track = truncation.mean.tracker(truncation)
-    run = integrate(
-        truncation.rhs,
-        y0,
-        grid,
-        method=method,
-        rtol=rtol,
-        atol=atol,
-        jac=truncation.jac if method in METHODS_WITH_JACOBIAN else None,
-        events=events,
-        on_step=track,
-        recoverable=STATE_ERRORS,
-        recoverable_status="left-feasible-set",
-    )
+    run = _integrate_threading_state(truncation, y0, grid, method, rtol, atol, events)
     return SolveResult(
         run.t,
         run.y,
@@ -141,6 +128,33 @@ def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, b
         run.nfev,
         time.perf_counter() - start,
     )
+
+
+def _integrate_threading_state(truncation, y0, grid, method, rtol, atol, events):
+    """`stepper.integrate` of ``truncation.rhs(t, y, state)`` with the run's `RunState` passed explicitly: it
+    starts at ``truncation.state``, is advanced (`Truncation.advanced`) after each accepted step of a kind with a
+    mean (a centred kind's never changes), and is left in ``truncation.state`` at the end."""
+    state = [truncation.state]
+
+    def advance(t, y):
+        state[0] = truncation.advanced(y, state[0])
+
+    try:
+        return integrate(
+            lambda t, y: truncation.rhs(t, y, state[0]),
+            y0,
+            grid,
+            method=method,
+            rtol=rtol,
+            atol=atol,
+            jac=(lambda t, y: truncation.jac(t, y, state[0])) if method in METHODS_WITH_JACOBIAN else None,
+            events=events,
+            on_step=advance if truncation.mean.has_mean else None,
+            recoverable=STATE_ERRORS,
+            recoverable_status="left-feasible-set",
+        )
+    finally:
+        truncation.state = state[0]
 
 
 def validity_horizon(fine, coarse, words, tol, closed=False):

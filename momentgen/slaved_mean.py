@@ -51,10 +51,6 @@ class NoMean:
         """The warm start after a step to ``y``: nothing to follow (``state.m``, unread)."""
         return state.m
 
-    def tracker(self, truncation):
-        """The solver's after-step callback: none."""
-        return None
-
     def slaving_rates(self, truncation, y):
         return np.zeros(0)
 
@@ -84,10 +80,6 @@ class SlavedMean:
     def follow(self, truncation, y, state):
         """The warm start after a step to ``y``: m*(q(y)) by Newton from ``state.m`` (the branch followed)."""
         return truncation.slaved_mean(y, state)
-
-    def tracker(self, truncation):
-        """The solver's after-step callback: `momentgen.truncation.Truncation.track`."""
-        return lambda t, y: truncation.track(y)
 
     def slaving_rates(self, truncation, y):
         """The fast phase's rates D_k of the trainable indices (untied ``t^A_k + t^B_k``; β ∝ 1/D_k)."""

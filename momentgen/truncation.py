@@ -13,8 +13,9 @@ from `momentgen.potential.Potential.noise_at` at the same state.
 
 ``rhs(t, y, state)`` is a pure function of its arguments, in the solve_ivp style: what a run carries
 besides ``y`` is an explicit, immutable `RunState` — the branch of the slaved mean (kinds with a mean)
-and the quadrature rule's level. ``state`` defaults to the truncation's current one (``Truncation.state``),
-which the solver advances with `Truncation.track` after each accepted step; the rule's level changes only
+and the quadrature rule's level. The solver (`momentgen.integrate.solve`) passes the run's state and advances it
+with `Truncation.advanced` after each accepted step (``state`` defaults to ``Truncation.state``, which `track`
+advances, for a caller with a solver of its own); the rule's level changes only
 in the explicit step `Truncation.refine` (the solvers' audit, `momentgen.integrate.audited`). Time axes:
 the kind's (`ModelKind.time_scale`); the fast phase of a kind with a mean runs on its own axis ``t = nη``
 with the moments frozen (MATH.md §4).
