@@ -5,11 +5,12 @@ a quadrature state) with the velocities of the kind (`KindMatrices.factor_veloci
 coefficients coming from a *source* — any object with
 
 * ``words``: the code tuples whose moments the coefficients read (order parameters, …);
-* ``coefficients(mu, t=t)``: the coefficient arrays (`ModelKind.coefficient_arrays`, plus ``gamma``)
-  from those moments at time t (t matters only for a schedule's κ(t));
-* ``track(mu)``: advance the explicit state of the run after an accepted step (the branch of
-  the slaved mean); and ``errors``: the exception classes that mean "this state cannot be
-  passed" (a status, not a crash).
+* ``state``: the explicit state a run starts from (the theory's `momentgen.slaved_mean.RunState`: the branch of
+  the slaved mean, the quadrature rule's level);
+* ``coefficients(mu, t=t, state=state)``: the coefficient arrays (`ModelKind.coefficient_arrays`, plus
+  ``gamma``) from those moments at time t in that state (t matters only for a schedule's κ(t)), a pure function;
+* ``advanced(mu, state)``: the state after an accepted step to moments ``mu`` — the engine passes it along the
+  run; and ``errors``: the exception classes that mean "this state cannot be passed" (a status, not a crash).
 
 The engine knows nothing of Φ: the theory passes a source built from its potential
 (`momentgen.truncation.CoefficientSource`), and the reference side's finite-d matrix flow
@@ -110,14 +111,19 @@ def run(
     `FlowRun`; a state the source cannot pass ends the run with a status."""
     definition, layout, source_words = model.definition, _Layout(model, factors, sigma), list(source.words)
 
+    state = [source.state]
+
     def order_parameters(vector):
         return read(source_words, layout.letters(layout.unpack(vector)))
 
     def velocity(t, vector):
         current = layout.unpack(vector)
         letters = layout.letters(current)
-        coefficients = source.coefficients(read(source_words, letters), t=t)
+        coefficients = source.coefficients(read(source_words, letters), t=t, state=state[0])
         return layout.pack(definition.matrices.factor_velocities(model, current, coefficients, letters))
+
+    def advance(t, vector):
+        state[0] = source.advanced(order_parameters(vector), state[0])
 
     result = integrate(
         velocity,
@@ -126,7 +132,7 @@ def run(
         method="DOP853",
         rtol=rtol,
         atol=atol,
-        on_step=lambda t, vector: source.track(order_parameters(vector)),
+        on_step=advance,
         recoverable=tuple(source.errors),
     )
     letters = [layout.letters(layout.unpack(v)) for v in result.y]
@@ -172,11 +178,12 @@ def run_stochastic(model, factors, source, *, times, codes, texts=None, dt=2e-3,
     rho = definition.steps_per_time(1.0, 1.0)
     d = definition.matrices.dimension(layout.factors[0])
     times = np.asarray(times, dtype=float)
+    state = source.state
 
     def drift(vector, t, noise=True):
         current = layout.unpack(vector)
         letters = layout.letters(current)
-        arrays = source.coefficients(trace_moments(source_words, letters), noise=noise, t=t)
+        arrays = source.coefficients(trace_moments(source_words, letters), noise=noise, t=t, state=state)
         return layout.pack(definition.matrices.factor_velocities(model, current, arrays, letters)), arrays
 
     def noise(vector, arrays, h):
@@ -201,7 +208,7 @@ def run_stochastic(model, factors, source, *, times, codes, texts=None, dt=2e-3,
                 evaluations += 2
                 if not np.all(np.isfinite(vector)):
                     raise FloatingPointError(f"the stochastic matrix model met a non-finite state at t ≈ {end:.4g}")
-                source.track(trace_moments(source_words, layout.letters(layout.unpack(vector))))
+                state = source.advanced(trace_moments(source_words, layout.letters(layout.unpack(vector))), state)
             states.append(layout.unpack(vector.copy()))
             reached.append(end)
     except FloatingPointError as error:

@@ -27,12 +27,12 @@ def theory_risk(problem, series, means=None):
     words = truncation.program.words
     length = len(next(iter(series.values()))) if series else 0
     columns = [np.asarray(series[w], float) if w in series else np.zeros(length) for w in words]
-    risk = np.full(length, np.nan)
+    risk, state = np.full(length, np.nan), truncation.state
     for i in range(length):
         y = np.array([column[i] for column in columns])
         try:
-            risk[i] = truncation.state_and_value(y)[1].phi
-            truncation.track(y)
+            risk[i] = truncation.state_and_value(y, state)[1].phi
+            state = truncation.advanced(y, state)  # the branch of m* followed from state to state
         except STATE_ERRORS:
             break
     return risk

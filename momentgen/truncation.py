@@ -270,9 +270,9 @@ class CoefficientSource:
 
     The flow reads the moments of ``words`` (the degree-2 program's: order parameters and the
     words the kind's coefficients read) on its matrices or its state vector; ``coefficients``
-    are the potential's at them — for a kind with a mean at the slaved m*(q) of the tracked
-    branch and with the finite-d, trace-conserving bias β′ (MATH.md §4); ``track`` advances the
-    branch after each accepted step. ``errors``: the state errors that stop a flow with a status.
+    are the potential's at them in the run's `RunState` — for a kind with a mean at the slaved m*(q) of the branch
+    it carries and with the finite-d, trace-conserving bias β′ (MATH.md §4); ``advanced`` gives the state after
+    an accepted step (the engine passes it along the run). ``errors``: the state errors that stop a flow with a status.
     With ``kappa`` > 0 the arrays also hold κN1, κN2 (the stochastic matrix model's noise).
     """
 
@@ -286,12 +286,19 @@ class CoefficientSource:
         self.truncation = Truncation(program, potential, gamma, means=means, kappa=kappa, kappa_profile=kappa_profile)
         self.words = program.word_codes
 
-    def coefficients(self, mu, noise=True, t=None):
-        """The family arrays at moments ``mu`` and time ``t`` (with κ(t)N1, κ(t)N2 unless ``noise`` is False)."""
-        return self.truncation.coefficient_arrays(mu, trace_conserving=True, noise=noise, t=t)
+    @property
+    def state(self):
+        """The `RunState` a flow starts from (the branch ``means``)."""
+        return self.truncation.state
 
-    def track(self, mu):
-        self.truncation.track(mu)
+    def coefficients(self, mu, noise=True, t=None, state=None):
+        """The family arrays at moments ``mu``, time ``t`` and `RunState` ``state`` (default: the start) — with
+        κ(t)N1, κ(t)N2 unless ``noise`` is False."""
+        return self.truncation.coefficient_arrays(mu, trace_conserving=True, noise=noise, t=t, state=state)
+
+    def advanced(self, mu, state):
+        """The `RunState` after an accepted step to moments ``mu`` (`Truncation.advanced`)."""
+        return self.truncation.advanced(mu, state)
 
 
 def source_program(model, kappa=0.0, max_bytes=None):
