@@ -179,8 +179,8 @@ class Truncation:
         matters only through a schedule's κ(t). A pure function of ``(t, y, state)``."""
         y = np.ascontiguousarray(y, dtype=float)
         p = self.program
-        if y.shape != (len(p.words),):  # the kernel does not check its bounds
-            raise ValueError(f"the state has shape {y.shape}, the program {len(p.words)} words")
+        if y.shape != p.packed.shape:  # the kernel does not check its bounds (and word texts are built lazily)
+            raise ValueError(f"the state has shape {y.shape}, the program {len(p.packed)} words")
         return apply_program(*self._terms, self._noise, self.coefficients(y, t, state), y, np.empty(len(y)))
 
     def checked_rhs(self, t, y):
