@@ -101,11 +101,6 @@ class Truncation:
         self.trainable = list(self.model.trainable)
 
     # ---- order parameters and coefficients -------------------------------------------------
-    @property
-    def m(self):
-        """The warm start of the slaved mean in the current state (see `RunState`)."""
-        return self.state.m
-
     def moments(self, y):
         """``moments(text)``: the value of a required word at ``y`` (the accessor the kinds read)."""
         return lambda text: y[self._word[text]]
