@@ -124,6 +124,18 @@ class Batch:
         """(B·L, w) → (B, L, w)."""
         return A.reshape(self.X.shape[0], self.X.shape[1], -1)
 
+    def descend(self, factors, trainable, G, update):
+        """``factors`` after one SGD step on this batch: each trainable index k's factor is ``update(k, g_k)``, with
+        ``g_k`` = ∂ℓ/∂G_k (B, L, L) at the pre-activations ``G`` (B, L, L, K); None when ∂ℓ/∂G is not finite
+        (the run then stops with a status)."""
+        g = self.gradient(G)
+        if not np.all(np.isfinite(g)):
+            return None
+        out = list(factors)
+        for k in trainable:
+            out[k - 1] = update(k, g[..., k - 1])
+        return out
+
 
 def token_pairs(A, B):
     """G-shaped (B, L, L) inner products of token rows: ``out[b, i, j] = A[b, i] · B[b, j]``."""

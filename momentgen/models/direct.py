@@ -43,16 +43,13 @@ class DirectMatrices(KindMatrices):
         SX = [batch.rows(flat @ S.T) for S in factors]  # row b, i: (S x_bi)ᵀ
         traces = [batch.trace_with(S) for S in factors]  # Tr(Σ S)
         G = np.stack([(token_pairs(batch.X, sx) - batch.C * t) / root_d for sx, t in zip(SX, traces)], axis=-1)
-        g = batch.gradient(G)
-        if not np.all(np.isfinite(g)):
-            return None
-        out = list(factors)
-        for k in model.trainable:
-            gk = g[..., k - 1]
+
+        def update(k, gk):
             grad = flat.T @ token_mix(gk, batch.X) / (root_d * B)
             grad -= np.einsum("bij,ij->", gk, batch.C) / (root_d * B) * batch.covariance(d)
-            out[k - 1] = decay * factors[k - 1] - lr * grad
-        return out
+            return decay * factors[k - 1] - lr * grad
+
+        return batch.descend(factors, model.trainable, G, update)
 
     def noise_increments(self, model, factors, H):
         return [-H[k - 1] if k in model.trainable else np.zeros_like(S) for k, S in enumerate(factors, start=1)]

@@ -70,16 +70,13 @@ class SymmetricMatrices(KindMatrices):
         SX = [batch.rows(flat @ S) for S in factors]
         traces = [batch.trace_with(S) for S in factors]  # Tr(Σ S)
         G = np.stack([(token_pairs(batch.X, sx) - batch.C * t) / root_d for sx, t in zip(SX, traces)], axis=-1)
-        g = batch.gradient(G)
-        if not np.all(np.isfinite(g)):
-            return None
-        out = list(factors)
-        for k in model.trainable:
-            gk = g[..., k - 1]
+
+        def update(k, gk):
             grad = flat.T @ token_mix(gk, batch.X) / (root_d * B)
             grad = 0.5 * (grad + grad.T) - np.einsum("bij,ij->", gk, batch.C) / (root_d * B) * batch.covariance(d)
-            out[k - 1] = decay * factors[k - 1] - lr * grad
-        return out
+            return decay * factors[k - 1] - lr * grad
+
+        return batch.descend(factors, model.trainable, G, update)
 
     def noise_increments(self, model, factors, H):
         return [

@@ -61,16 +61,13 @@ class TiedMatrices(KindMatrices):
         weighted = [batch.covariance_times(W) for W in factors]  # Σ W
         traces = [np.sum(W * SW) for W, SW in zip(factors, weighted)]  # Tr(Σ S)
         G = np.stack([(token_pairs(p, p) - batch.C * t) / root_d for p, t in zip(P, traces)], axis=-1)
-        g = batch.gradient(G)
-        if not np.all(np.isfinite(g)):
-            return None
-        out = list(factors)
-        for k in model.trainable:
-            gk = g[..., k - 1]
+
+        def update(k, gk):
             grad = flat.T @ token_mix(gk + gk.transpose(0, 2, 1), P[k - 1]) / (root_d * B)
             grad -= 2 * np.einsum("bij,ij->", gk, batch.C) / (root_d * B) * weighted[k - 1]
-            out[k - 1] = decay * factors[k - 1] - lr * grad
-        return out
+            return decay * factors[k - 1] - lr * grad
+
+        return batch.descend(factors, model.trainable, G, update)
 
     def noise_increments(self, model, factors, H):
         return [

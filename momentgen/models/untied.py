@@ -68,17 +68,14 @@ class UntiedMatrices(KindMatrices):
         P = [batch.rows(flat @ U) for U, _ in factors]
         R = [batch.rows(flat @ V) for _, V in factors]
         G = np.stack([token_pairs(p, r) / root_d for p, r in zip(P, R)], axis=-1)  # x_iᵀ U Vᵀ x_j / √d
-        g = batch.gradient(G)
-        if not np.all(np.isfinite(g)):
-            return None
-        out = list(factors)
-        for k in model.trainable:
-            gk = g[..., k - 1]
+
+        def update(k, gk):
             U, V = factors[k - 1]
             grad_U = flat.T @ token_mix(gk, R[k - 1]) / (root_d * B)
             grad_V = flat.T @ token_mix(gk.transpose(0, 2, 1), P[k - 1]) / (root_d * B)
-            out[k - 1] = (decay * U - lr * grad_U, decay * V - lr * grad_V)
-        return out
+            return (decay * U - lr * grad_U, decay * V - lr * grad_V)
+
+        return batch.descend(factors, model.trainable, G, update)
 
     def noise_increments(self, model, factors, H):
         return [
