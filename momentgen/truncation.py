@@ -113,10 +113,32 @@ class Truncation:
         """m*(q(y)) by Newton from the warm start of ``state`` (default: the current one; pure)."""
         return self.state_and_value(y, state)[0][2]
 
+    def _resolved(self, state):
+        """``state``, or the current one for None; anything but a `RunState` this truncation could have made (its
+        mean of shape (K,), finite; a rule level from 1 to the potential's current one) is a one-line error —
+        a level never reached would build a rule of any size."""
+        if state is None or state is self.state:
+            return self.state
+        if not isinstance(state, RunState):
+            raise PotentialError(
+                f"state must be a RunState (Truncation.state or Truncation.advanced), got {type(state).__name__}"
+            )
+        m, level, reached = np.asarray(state.m), state.level, self.potential.rule_level
+        if m.shape != (self.model.K,) or not np.all(np.isfinite(m)):
+            raise PotentialError(f"the state's mean m must be {self.model.K} finite numbers, got {state.m!r}")
+        if level is not None and (
+            isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 1 <= level <= (reached or 0)
+        ):
+            raise PotentialError(
+                f"the state's rule level {level!r} is not one this potential has used (1 … {reached}; None: the "
+                "current one)"
+            )
+        return state
+
     def advanced(self, y, state=None):
         """The `RunState` after an accepted step to ``y`` from ``state`` (default: the current one): the branch of
         m* followed to ``y`` (kinds with a mean), the rule's level recorded (pure: nothing is changed)."""
-        state = self.state if state is None else state
+        state = self._resolved(state)
         return RunState(self.mean.follow(self, y, state), self.potential.rule_level)
 
     def track(self, y):
@@ -135,7 +157,7 @@ class Truncation:
         """((Q1, Q2, m), Φ and its derivatives there) at moments ``y`` in ``state`` (default: the current one);
         for a kind with a mean m is m*(q) by Newton from the state's warm start. Φ is evaluated at the
         state's rule level with the rule frozen (far states are kept for `refine`)."""
-        state = self.state if state is None else state
+        state = self._resolved(state)
         with self.potential.frozen(level=state.level):
             return self.mean.state_and_value(self, *self.order_parameters(y), state.m)
 
@@ -226,7 +248,7 @@ class Truncation:
         """(columns, S) with ``S[s, j] = ∂c_s/∂y_{columns[j]}`` at the current coefficients."""
         columns = np.unique(np.array(list(self._word.values())))
         where = {int(col): j for j, col in enumerate(columns)}
-        state = self.state if state is None else state
+        state = self._resolved(state)
         (Q1, Q2, m), value = self.state_and_value(y, state)
         with self.potential.frozen(level=state.level):
             second = self.potential.second_at(Q1, Q2, m)

@@ -613,3 +613,28 @@ def test_the_spectrum_command_refuses_bad_times(times, match, capsys):
     assert main(["spectrum", "examples/configs/fig4_linear.toml", "--letter", "S1", "--times", times,
                  "--json", "/nonexistent/s.json"]) == 2  # fmt: skip
     assert match in capsys.readouterr().err
+
+
+def test_a_bad_explicit_state_of_rhs_is_one_line_and_builds_nothing():
+    """`Truncation.rhs(t, y, state)` takes a `RunState`: anything else, a mean of the wrong shape or not finite,
+    or a quadrature level the potential never used (10⁹ would build a rule of 10¹⁸ points: without the check this
+    test does not finish) is a one-line error; a state the truncation made itself is accepted."""
+    from momentgen.slaved_mean import RunState
+    from momentgen.truncation import from_config
+
+    config = load_config("fig1_tied_softmax", truncation={"degree": 4})
+    truncation, y0 = from_config(config)
+    first = truncation.rhs(0.0, y0)
+    level = truncation.state.level or truncation.potential.rule_level
+    bad = {
+        "not a RunState": (object(), "state must be a RunState"),
+        "wrong shape": (RunState(np.zeros(3), level), "must be 2 finite numbers"),
+        "not finite": (RunState(np.array([np.nan, 0.0]), level), "must be 2 finite numbers"),
+        "never used": (RunState(np.zeros(2), 10**9), "rule level 1000000000 is not one this potential has used"),
+        "a bool": (RunState(np.zeros(2), True), "rule level True"),
+    }
+    for name, (state, needle) in bad.items():
+        with pytest.raises(MomentgenError, match=needle) as error:
+            truncation.rhs(0.0, y0, state)
+        assert "\n" not in str(error.value), name
+    assert np.array_equal(truncation.rhs(0.0, y0, truncation.advanced(y0)), first)
