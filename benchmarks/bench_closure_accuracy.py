@@ -235,7 +235,9 @@ def main():
     header = ["case", "method", "order", "seconds", "sup_error", "estimate", "reached"]
     write_csv(out / "closure_error_vs_cost.csv", header, table)
     path = out / "closure_error_vs_cost.png"
-    figures.save(plot(record), path, record, formats=PAPER_FORMATS, dpi=150, drawn_by="plot")
+    figures.save(
+        plot(record), path, record, formats=PAPER_FORMATS, dpi=150, drawn_by="benchmarks/bench_closure_accuracy.py:plot"
+    )
     print(f"\nwrote {out / 'closure_error_vs_cost'}.{{png,svg,pdf,json,csv}}")
 
 
@@ -306,7 +308,9 @@ def redraw(path, out):
     record.pop("figure_checks", None)
     record.pop("drawn_by", None)
     path = out / "closure_error_vs_cost.png"
-    figures.save(plot(record), path, record, formats=PAPER_FORMATS, dpi=150, drawn_by="plot")
+    figures.save(
+        plot(record), path, record, formats=PAPER_FORMATS, dpi=150, drawn_by="benchmarks/bench_closure_accuracy.py:plot"
+    )
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ import numpy as np
 from momentgen import figures
 from momentgen.closures import solve_with_closure
 from momentgen.comparison import compare
-from momentgen.comparison import figure as compare_figure  # noqa: F401 - tests/test_figures.py redraws with it
 from momentgen.config import load_config
 from momentgen.files import PAPER_FORMATS
 
@@ -91,7 +90,9 @@ def learning_curve(out, T=20.0):
     }
     path = out / "fig1_learning_curve.png"
     figure = learning_curve_figure(data)
-    figures.save(figure, path, data, config, formats=PAPER_FORMATS, drawn_by="learning_curve_figure")
+    figures.save(
+        figure, path, data, config, formats=PAPER_FORMATS, drawn_by="examples/fig1_softmax.py:learning_curve_figure"
+    )
     for n, s in summary.items():
         print(
             f"learning curve, quadrature n={n}: {s['seconds']:.1f} s, p12(20) = {s['p12_end']:.4f}, "

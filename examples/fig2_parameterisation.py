@@ -170,7 +170,14 @@ def main():
     tied = tied_panel(args.d, runs)
     data = {"tied": tied, "direct": direct, "args": vars(args)}
     path = out / "fig2_parameterisation.png"
-    figures.save(figure(data), path, data, load_config(CONFIGS / "fig2_tied_h2.toml"), formats=PAPER_FORMATS)
+    figures.save(
+        figure(data),
+        path,
+        data,
+        load_config(CONFIGS / "fig2_tied_h2.toml"),
+        formats=PAPER_FORMATS,
+        drawn_by="examples/fig2_parameterisation.py:figure",
+    )
     for activation, p in tied.items():
         print(
             f"tied {activation}: zero closure valid until t = {p['zero_valid_until']:.3f} ({p['zero_status']}); "

@@ -93,7 +93,15 @@ def main():
         ["activation", "tau", "sgd_overlap", "theory_overlap"],
         [[a, *row] for a, p in panels.items() for row in zip(p["t"], p["sgd"], p["theory"])],
     )
-    figures.save(figure(data), out / "fig3_untied.png", data, load_config(CONFIG), formats=PAPER_FORMATS, dpi=110)
+    figures.save(
+        figure(data),
+        out / "fig3_untied.png",
+        data,
+        load_config(CONFIG),
+        formats=PAPER_FORMATS,
+        dpi=110,
+        drawn_by="examples/fig3_untied.py:figure",
+    )
     print(
         f"{'act':>4s} {'SGD escape τ':>13s} {'theory escape τ':>16s} {'SGD end':>8s} {'theory end':>11s} {'sup|Δ|':>8s}"
     )

@@ -153,7 +153,14 @@ def write(out, data, config):
     for M, run in data["degrees"].items():
         columns[f"M{M}_q11"] = list(run["q11"]) + [""] * (len(data["t"]) - len(run["q11"]))
     write_series_csv(out / "fig4_linear.csv", data["t"], columns)
-    figures.save(figure(data), out / "fig4_linear.png", data, config, formats=PAPER_FORMATS)
+    figures.save(
+        figure(data),
+        out / "fig4_linear.png",
+        data,
+        config,
+        formats=PAPER_FORMATS,
+        drawn_by="examples/fig4_linear.py:figure",
+    )
 
 
 def main():

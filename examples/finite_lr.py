@@ -93,7 +93,9 @@ def write(out, results, args):
         "time_scale": "t = 4 n eta / d (tied)",
         "cases": {f"{name} kappa={kappa}": {"name": name, **r} for (name, kappa), r in results.items()},
     }
-    figures.save(figure(data), out / "finite_lr.png", data, None, formats=PAPER_FORMATS)
+    figures.save(
+        figure(data), out / "finite_lr.png", data, None, formats=PAPER_FORMATS, drawn_by="examples/finite_lr.py:figure"
+    )
 
 
 def figure(data):

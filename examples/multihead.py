@@ -50,7 +50,14 @@ def main():
         "closure": {"status": theory.status, "error_estimate": theory.error_estimate, "message": theory.message},
         "sgd_run": {"d": args.d, "seeds": args.seeds, "seconds": sgd.extra["seconds"]},
     }
-    figures.save(figure(data), out / "multihead.png", data, config, formats=PAPER_FORMATS)
+    figures.save(
+        figure(data),
+        out / "multihead.png",
+        data,
+        config,
+        formats=PAPER_FORMATS,
+        drawn_by="examples/multihead.py:figure",
+    )
     for w, e in errors.items():
         print(f"μ({w}): sup |quadrature − SGD d={args.d}| = {e:.3g}")
     print(f"closure: {theory.status}, estimate {theory.error_estimate:.2g}; wrote {out / 'multihead.png'}")

@@ -11,8 +11,10 @@ Run: ``python examples/redraw_figures.py [docs/figures/x.json …]``.
 import argparse
 import json
 import pathlib
+import sys
 
 from momentgen import figures
+from momentgen.errors import MomentgenError
 from momentgen.files import provenance, save_figure, write_json
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -35,7 +37,10 @@ def main():
     args = parser.parse_args()
     paths = args.sidecars or sorted(p.with_suffix(".json") for p in (ROOT / "docs" / "figures").glob("*.png"))
     for path in paths:
-        problems = redraw(path)
+        try:
+            problems = redraw(path)
+        except MomentgenError as error:
+            sys.exit(f"{path}: {error}")
         print(f"{path.with_suffix('.png')}: {'; '.join(problems) or 'ok'}")
 
 

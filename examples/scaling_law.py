@@ -86,7 +86,15 @@ def write(out, results, args):
         for a, r in results.items()
     ]
     data = {"exponents": table, "args": vars(args), "runs": results}
-    figures.save(figure(data), out / "scaling_law.png", data, load_config(CONFIG), formats=PAPER_FORMATS, dpi=130)
+    figures.save(
+        figure(data),
+        out / "scaling_law.png",
+        data,
+        load_config(CONFIG),
+        formats=PAPER_FORMATS,
+        dpi=130,
+        drawn_by="examples/scaling_law.py:figure",
+    )
     return table
 
 

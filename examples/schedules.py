@@ -83,7 +83,15 @@ def write(out, results, rows, args):
          for values in zip(r["t"], r["integrated_t"], r["theory"], r["sgd"], r["sgd_se"])],
     )  # fmt: skip
     data = {"floor": FLOOR, "summary": rows, "args": vars(args), "runs": results}
-    figures.save(figure(data), out / "schedules.png", data, load_config(CONFIG), formats=PAPER_FORMATS, dpi=130)
+    figures.save(
+        figure(data),
+        out / "schedules.png",
+        data,
+        load_config(CONFIG),
+        formats=PAPER_FORMATS,
+        dpi=130,
+        drawn_by="examples/schedules.py:figure",
+    )
 
 
 def figure(data):

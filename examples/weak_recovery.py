@@ -70,7 +70,14 @@ def main():
         "mean_scaled": mean,
         "fitted_exponent_of_d": exponent,
     }
-    figures.save(figure(data), out / "weak_recovery.png", data, None, formats=PAPER_FORMATS)
+    figures.save(
+        figure(data),
+        out / "weak_recovery.png",
+        data,
+        None,
+        formats=PAPER_FORMATS,
+        drawn_by="examples/weak_recovery.py:figure",
+    )
     for d in dims:
         print(
             f"d={d:4d}: N_wr = {[round(n) if n is not None else None for n in runs[d]]}, "

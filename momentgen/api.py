@@ -17,6 +17,7 @@ import copy
 import difflib
 import itertools
 import math
+import os
 import tempfile
 
 import numpy as np
@@ -26,8 +27,9 @@ from . import comparison as _compare
 from . import verification as _verify
 from .arguments import int_list, names, seed_list
 from .closures import solve_with_closure
-from .config import ConfigError, load_config
+from .config import ConfigError, load_config, parse_config
 from .errors import shown
+from .parallel import check_n_jobs, check_scheduler
 from .reference import simulate_config
 from .results import Result
 
@@ -56,10 +58,20 @@ def solve(config, closure=None, degree=None, size=None, finite_lr=None, times=()
     return solve_with_closure(config, closure, degree, size, times=times, spectra=spectra)
 
 
+#: the most extra output times `solve` takes (each costs the risk and the spectra at one more state; the grid of
+#: ``[integrate] points`` is the way to a fine uniform grid)
+MAX_OUTPUT_TIMES = 1000
+
+
 def _times(times):
-    """Extra output times as a tuple of floats (a list, tuple or array of numbers)."""
+    """Extra output times as a tuple of floats (a list, tuple or array of at most `MAX_OUTPUT_TIMES` numbers)."""
     if isinstance(times, (str, bytes, dict)) or not isinstance(times, (list, tuple, range, np.ndarray)):
         raise ConfigError(f"times must be a list of numbers, got {shown(times)}")
+    if len(times) > MAX_OUTPUT_TIMES:
+        raise ConfigError(
+            f"times has {len(times)} extra output times; the limit is {MAX_OUTPUT_TIMES}: for a fine uniform grid "
+            "set [integrate] points instead"
+        )
     return tuple(times.tolist() if isinstance(times, np.ndarray) else times)
 
 
@@ -201,6 +213,8 @@ def sweep(config, grid, job="solve", n_jobs=None, scheduler=None, **options):
     the job (e.g. ``closure="quadrature"``). Returns a `Sweep`."""
     if job not in JOBS:
         raise ConfigError(f"sweep runs one of {', '.join(JOBS)}, got {shown(job)}")
+    check_n_jobs(n_jobs)
+    check_scheduler(scheduler)
     config = load_config(config)
     names = _grid_names(grid)
     count = math.prod(len(grid[n]) for n in names)
@@ -210,10 +224,8 @@ def sweep(config, grid, job="solve", n_jobs=None, scheduler=None, **options):
             f"{MAX_SWEEP_POINTS}: sweep fewer values, or split the sweep"
         )
     points = [dict(zip(names, values)) for values in itertools.product(*(grid[n] for n in names))]
-    raws = [_changed(config.raw, point) for point in points]
-    for raw in raws:  # every point validated before anything runs
-        load_config(raw)
-    tasks = [(_sweep_task, (raw, job, options)) for raw in raws]
+    configs = [_changed_config(config, point) for point in points]  # every point validated before anything runs
+    tasks = [(_sweep_task, (changed, job, options)) for changed in configs]
     results = _compare.run_tasks(tasks, n_jobs=n_jobs, scheduler=scheduler)
     return Sweep(zip(points, results))
 
@@ -236,6 +248,14 @@ def _grid_names(grid):
         if not len(values):
             raise ConfigError(f"sweep parameter {name!r} has no values")
     return list(grid)
+
+
+def _changed_config(config, point):
+    """``config`` with the grid ``point``'s keys set, validated, its source kept as an absolute path: a from-file
+    path is read relative to the configuration's folder at every point, in whatever folder a worker runs."""
+    source = os.path.abspath(config.source) if config.source else None
+    given = config.given | {name for name in point if not name.startswith("init.")}
+    return parse_config(_changed(config.raw, point), source, given=given)
 
 
 def _changed(raw, point):
@@ -261,6 +281,6 @@ def _changed(raw, point):
     return raw
 
 
-def _sweep_task(raw, job, options):
+def _sweep_task(config, job, options):
     with threadpool_limits(1, "blas"):
-        return JOBS[job](raw, **options)
+        return JOBS[job](config, **options)

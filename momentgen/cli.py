@@ -335,6 +335,8 @@ def _cmd_spectrum(args):
         sgd={"d": args.d},
     )
     path = _out_path(args.json)
+    if path.suffix != ".json":  # the JSON is written at path.with_suffix(".json"): only then is it --json itself
+        raise MomentgenError(f"--json {str(path)!r}: name a .json file (the figure goes beside it as .png)")
     ensure_outputs([("--json", path), ("the figure beside --json", path.with_suffix(".png"))], config.input_paths())
     start = time.perf_counter()
     data = spectrum_evolution(config, args.letter, times, with_sgd=not args.no_sgd)

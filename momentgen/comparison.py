@@ -20,7 +20,7 @@ from .closures import CLOSURES, solve_with_closure
 from .config import parse_config
 from .files import write_csv
 from .matrices import initial_factors
-from .parallel import run_tasks
+from .parallel import check_n_jobs, check_scheduler, run_tasks
 from .problem import Problem
 from .reference import check_sgd_plan, matrix_flow, risk_over_seeds, simulate_config
 from .results import REACHED
@@ -83,6 +83,8 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
     degree, d, sup error over [0, T], sup error on [0, valid_until]).
     """
     raw, source = config.raw, config.source
+    check_n_jobs(n_jobs)
+    check_scheduler(scheduler)
     unknown = sorted(set(closures) - set(CLOSURES))
     if unknown or theory_init not in ("infinite", "finite"):
         raise ValueError(
@@ -154,7 +156,7 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "compare.csv", list(table[0]) if table else [], ([row[k] for k in row] for row in table))
     saved = figures.save(figure(data), out / "compare.png", data, config, formats=("png", "svg", "pdf"), dpi=110,
-                         drawn_by="compare_figure")  # fmt: skip
+                         drawn_by="momentgen.comparison:figure")  # fmt: skip
     data["provenance"] = saved["provenance"]
     return data
 

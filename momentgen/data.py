@@ -31,8 +31,9 @@ COVARIANCES = ("isotropic", "power-law", "from-file")
 
 @dataclass(frozen=True, eq=False)
 class DataCovariance:
-    """Σ of the tokens (module docstring). ``values``: a from-file Σ's eigenvalues (ascending) and ``vectors``
-    its eigenvectors (None: diagonal), read by `momentgen.config` from the file."""
+    """Σ of the tokens (module docstring). ``values``: a from-file Σ's eigenvalues and ``vectors`` its eigenvectors
+    as columns in the same order (None: Σ = diag(values), in the file's coordinate order), read by
+    `momentgen.config` from the file."""
 
     covariance: str = "isotropic"
     exponent: float = 1.0
@@ -74,25 +75,39 @@ class DataCovariance:
 
     # ---- finite d -----------------------------------------------------------------------------------
     def eigenvalues(self, d):
-        """Σ's eigenvalues at dimension d (ascending): midpoint quantiles of the law with mean 1, or the file's (whose
-        dimension d must be: SGD and the finite-d flow run on the file's Σ itself)."""
+        """Σ's eigenvalues at dimension d: midpoint quantiles of the law with mean 1 (ascending), or the file's in its
+        order (the diagonal of a diagonal Σ). A file's Σ runs at its own dimension d_file or at d = r·d_file as
+        Σ ⊗ I_r (each eigenvalue r times: the same spectral law, so the same d = ∞ theory; `verify` extrapolates from
+        d_file and 2·d_file)."""
         if self.covariance == "isotropic":
             return np.ones(d)
         if self.covariance == "from-file":
-            values = np.asarray(self.values, float)
-            if len(values) != d:
-                raise ModelError(f"{self.path}: Sigma has dimension {len(values)}, the run d = {d}: make them equal")
-            return values
+            return np.repeat(np.asarray(self.values, float), self._replicas(d))
         u = (np.arange(d) + 0.5) / d
         values = (1 + self.exponent) * u**self.exponent
         return values / values.mean()
+
+    @property
+    def file_dimension(self):
+        """The dimension of a from-file Σ as the file gives it; None for a named law (any d)."""
+        return len(self.values) if self.covariance == "from-file" else None
+
+    def _replicas(self, d):
+        """r with d = r·d_file for a from-file Σ (a one-line `ModelError` otherwise)."""
+        size = len(self.values)
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < size or d % size:
+            raise ModelError(
+                f"{self.path}: Sigma has dimension {size}, the run d = {d}: make d = {size} (or a multiple of it, "
+                "Sigma ⊗ I then)"
+            )
+        return int(d) // size
 
     def law_eigenvalues(self, n):
         """n eigenvalues that follow Σ's law (the theory's n × n matrix model): a named law's midpoint quantiles
         (`eigenvalues`), a file's spectrum at its midpoint quantiles (any n)."""
         if self.covariance != "from-file":
             return self.eigenvalues(n)
-        values = np.asarray(self.values, float)
+        values = np.sort(np.asarray(self.values, float))
         return values[((np.arange(n) + 0.5) / n * len(values)).astype(int)]
 
     def law_power(self, n, b):
@@ -103,8 +118,8 @@ class DataCovariance:
         """Σ's eigenvectors as columns at dimension d, or None when Σ is diagonal."""
         if self.vectors is None:
             return None
-        self.eigenvalues(d)  # the dimension check
-        return self.vectors
+        replicas = self._replicas(d)
+        return self.vectors if replicas == 1 else np.kron(self.vectors, np.eye(replicas))
 
     def power(self, d, b):
         """``Σ^b`` at dimension d (a d × d matrix; b may be any real)."""
@@ -123,9 +138,20 @@ class DataCovariance:
         """(nodes, weights) of the (n + 1)-point Gauss rule of Σ's law (a file's: of its eigenvalues' discrete
         measure): every moment of degree ≤ 2n + 1."""
         if self.covariance == "from-file":
-            values = np.asarray(self.values, float)
-            return gauss_rule(*_stieltjes(values, np.full(len(values), 1.0 / len(values)), min(n + 1, len(values))))
+            atoms, counts = _atoms(self.values)
+            return gauss_rule(*_stieltjes(atoms, counts / counts.sum(), min(n + 1, len(atoms))))
         return gauss_rule(*self.law.recurrence(n + 1))
+
+
+def _atoms(values, rtol=1e-12):
+    """The distinct values of a finite spectrum (those within ``rtol`` of the largest merged) and their counts: a
+    discrete measure with k atoms has k orthogonal polynomials, so its Gauss rule has at most k nodes (Σ = 2I is one
+    atom; asking the recurrence for more divides by a zero norm)."""
+    values = np.sort(np.asarray(values, float))
+    new = np.flatnonzero(np.diff(values) > rtol * values[-1]) + 1
+    starts = np.concatenate([[0], new])
+    counts = np.diff(np.concatenate([starts, [len(values)]])).astype(float)
+    return values[starts], counts
 
 
 def _stieltjes(x, w, m):

@@ -146,19 +146,21 @@ def write_module(config, out, degree=None, command=None):
 
 
 def _relocated(config, folder):
-    """``config`` with every from-file path relative to ``folder`` (where the module goes), so that the
-    module reads its matrices from the same files whatever the working directory it is imported from."""
-    inits = config.inits()
-    paths = {
-        str(k): os.path.relpath(os.path.abspath(spec.path), os.path.abspath(folder))
-        for k, spec in inits.items()
-        if spec.path is not None
-    }
-    if not paths:
+    """``config`` with every from-file path (inits, the data's Σ) relative to ``folder`` (where the module goes), so
+    that the module reads the same files whatever the working directory it is imported from."""
+
+    def relative(path):
+        return os.path.relpath(os.path.abspath(path), os.path.abspath(folder))
+
+    paths = {str(k): relative(spec.path) for k, spec in config.inits().items() if spec.path is not None}
+    data = config.settings.data
+    if not paths and data.path is None:
         return config
     raw = copy.deepcopy(config.raw)
     for k, path in paths.items():
         raw["init"][k]["path"] = path
+    if data.path is not None:
+        raw["data"]["path"] = relative(config.data().path)
     return parse_config(raw, source=str(pathlib.Path(folder) / "SPEC"), given=config.given)
 
 
@@ -184,9 +186,9 @@ def _data_file_of(module):
 
 
 def _structure_digest(config, degree):
-    """Hash of what the data file depends on: model structure, truncation, inits, degree, and whether
+    """Hash of what the data file depends on: model structure, truncation, inits, degree, whether
     the program carries the finite-learning-rate terms (their κ = lr·d/batch is a coefficient: editing
-    [sgd] in SPEC needs no regeneration)."""
+    [sgd] in SPEC needs no regeneration), and the content of every file it reads (from-file inits, Σ)."""
     raw = config.raw
     model = {k: v for k, v in raw["model"].items() if k not in ("gamma", "C")}
     parts = {
@@ -198,7 +200,18 @@ def _structure_digest(config, degree):
     }
     if config.kappa > 0:
         parts["finite_lr"] = True
+    files = [path for path in config.input_paths() if path != config.source]
+    if files:  # the matrices it starts from and the Σ it reads: an edited file makes the module stale
+        parts["files"] = [_file_digest(path) for path in files]
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def _file_digest(path):
+    """sha256 of a file the configuration reads (a from-file init or Σ); a missing file is a `StaleModuleError`."""
+    try:
+        return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
+    except OSError as error:
+        raise StaleModuleError(f"cannot read {str(path)!r}, a file the module reads: {error.strerror}") from None
 
 
 def _npz_bytes(arrays):
@@ -258,8 +271,8 @@ def load(module_file, spec, stamp):
     with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
         if str(arrays["structure"]) != _structure_digest(config, spec["degree"]):
             raise StaleModuleError(
-                f"{module_file}: SPEC's model, truncation or init no longer match the data "
-                f"(only gamma and the loss may be edited in place); {regenerate}"
+                f"{module_file}: SPEC's model, truncation or init, or a file they read (a from-file init or Sigma), "
+                f"no longer match the data (only gamma and the loss may be edited in place); {regenerate}"
             )
         try:
             program = Program.from_arrays(config.model, spec["degree"], arrays)

@@ -28,9 +28,13 @@ def spectrum_evolution(config, letter, times, points=400, with_sgd=True):
     of, codes = spectral_product(config.model, letter)
     result = solve_with_closure(config, times=times, spectra=True)
     if "spectra" not in result.extra:
-        raise MomentgenError(
-            f'the {result.closure} closure carries no spectrum: use closure = "quadrature" or "matrix-model"'
-        )
+        asked = config.settings.truncation.closure
+        if asked != "zero":  # a closed hierarchy is solved exactly as moments: no state holds a spectrum
+            raise MomentgenError(
+                f"the {config.model.kind} model's hierarchy is closed, so closure = {asked!r} solved its moments "
+                'exactly and holds no spectrum: use closure = "matrix-model" for one'
+            )
+        raise MomentgenError('the zero closure carries no spectrum: use closure = "quadrature" or "matrix-model"')
     reached = [t for t in times if t <= result.t[-1] + 1e-12]
     if len(reached) < len(times):
         raise MomentgenError(
@@ -85,6 +89,8 @@ def _panel_range(x, cdf, eigenvalues=None):
 def write_spectrum(data, path, config):
     """``path`` (.json, with provenance) and the figure beside it (.png, `spectrum_figure`)."""
     path = pathlib.Path(path)
+    if path.suffix != ".json":
+        raise MomentgenError(f"{str(path)!r}: a spectrum is written to a .json path (its figure beside it as .png)")
     data = {**data, "time_scale": config.model.time_scale}
     figures.save(spectrum_figure(data), path.with_suffix(".png"), data, config,
                  drawn_by="momentgen.evolution:spectrum_figure")  # fmt: skip

@@ -18,6 +18,8 @@ Artists carry their role as ``gid`` (``"theory"``, ``"exact"``, ``"measured"``),
 
 import numpy as np
 
+from .errors import MomentgenError
+
 __all__ = [
     "THEORY_Z",
     "EXACT_Z",
@@ -30,6 +32,9 @@ __all__ = [
     "place_legend",
     "time_label",
     "layout_problems",
+    "save",
+    "draw_again",
+    "DRAWERS",
 ]
 
 EXACT_Z, MEASURED_Z, THEORY_Z = 1, 2, 3
@@ -162,15 +167,17 @@ def layout_problems(figure):
     return problems
 
 
-def save(figure, path, data, config=None, formats=("png",), dpi=120, drawn_by="figure"):
+def save(figure, path, data, config=None, formats=("png",), dpi=120, *, drawn_by):
     """Write ``figure`` (``path``, one file per format) and its numbers ``data`` as ``path.json``, atomically,
     with `momentgen.files.provenance`, ``figure_checks`` (the `layout_problems`, empty when the figure reads
-    well) and ``drawn_by``: the function of the example that draws it from ``data`` (tests/test_figures.py
+    well) and ``drawn_by``: the function that draws it from ``data``, one of `DRAWERS` (tests/test_figures.py
     redraws it). Returns what the JSON holds (its ``provenance`` included)."""
     import pathlib  # noqa: PLC0415
 
     from .files import provenance, save_figure, write_json  # noqa: PLC0415 - files imports no figures
 
+    if drawn_by not in DRAWERS:
+        raise ValueError(f"drawn_by {drawn_by!r} is not in figures.DRAWERS: add the drawing function there")
     problems = layout_problems(figure)
     path = pathlib.Path(path)
     save_figure(figure, path, formats=formats, dpi=dpi, bbox_inches="tight")
@@ -179,19 +186,41 @@ def save(figure, path, data, config=None, formats=("png",), dpi=120, drawn_by="f
     return sidecar
 
 
+#: The functions that may draw a saved figure again, by the name its sidecar gives in ``drawn_by``:
+#: ``"module:function"`` of the library, or ``"script:function"`` of a script of the repository (a path relative
+#: to its root). A fixed table: a sidecar is data, so it can only *name* one of these — never a module, a
+#: function or a file of its own (a JSON-only change must never run code).
+DRAWERS = frozenset(
+    {
+        "momentgen.comparison:figure",
+        "momentgen.evolution:spectrum_figure",
+        "examples/fig1_softmax.py:learning_curve_figure",
+        "examples/fig2_parameterisation.py:figure",
+        "examples/fig3_untied.py:figure",
+        "examples/fig4_linear.py:figure",
+        "examples/finite_lr.py:figure",
+        "examples/multihead.py:figure",
+        "examples/scaling_law.py:figure",
+        "examples/schedules.py:figure",
+        "examples/weak_recovery.py:figure",
+        "benchmarks/bench_closure_accuracy.py:plot",
+    }
+)
+
+
 def draw_again(data, root):
-    """The figure of a saved ``data`` (a sidecar `save` wrote), drawn again by the function named in its
-    ``drawn_by``: ``"module:function"`` for the library's, else a function of the script its provenance's
-    command ran (a path relative to the repository ``root``, e.g. ``examples/fig4_linear.py``)."""
+    """The figure of a saved ``data`` (a sidecar `save` wrote), drawn again by the function its ``drawn_by``
+    names — one of `DRAWERS`, else a `MomentgenError` and nothing is imported or run. A script's function is
+    found under the repository ``root``."""
     import importlib  # noqa: PLC0415
     import importlib.util  # noqa: PLC0415
     import pathlib  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
-    if ":" in data["drawn_by"]:
-        name, function = data["drawn_by"].split(":")
-        return getattr(importlib.import_module(name), function)(data)
-    script = pathlib.Path(root) / data["provenance"]["command"].split()[0]
+    where, function = _registered_drawer(data)
+    if not where.endswith(".py"):
+        return getattr(importlib.import_module(where), function)(data)
+    script = pathlib.Path(root) / where
     sys.path.insert(0, str(script.parent))  # a benchmark imports its `common` module
     try:
         spec = importlib.util.spec_from_file_location(script.stem, script)
@@ -199,4 +228,15 @@ def draw_again(data, root):
         spec.loader.exec_module(module)
     finally:
         sys.path.remove(str(script.parent))
-    return getattr(module, data["drawn_by"])(data)
+    return getattr(module, function)(data)
+
+
+def _registered_drawer(data):
+    """``(module or script, function)`` of a sidecar's ``drawn_by`` when it is one of `DRAWERS`."""
+    name = data.get("drawn_by") if isinstance(data, dict) else None
+    if not isinstance(name, str) or name not in DRAWERS:
+        raise MomentgenError(
+            f"a figure sidecar's drawn_by {name!r} is not one of momentgen's drawing functions "
+            f"({', '.join(sorted(DRAWERS))}); a sidecar names one of them and never runs code of its own"
+        )
+    return tuple(name.split(":"))

@@ -35,6 +35,7 @@ __all__ = [
     "ensure_outputs",
     "output_target",
     "check_regular_file",
+    "checked_path",
     "read_regular_file",
     "save_figure",
     "provenance",
@@ -51,7 +52,7 @@ def output_target(path):
     """
     if str(path).strip() == "":
         raise MomentgenError("an output path is empty: name a file, e.g. --json out/run.json")
-    path = pathlib.Path(path)
+    path = pathlib.Path(checked_path(path, "an output path"))
     target = pathlib.Path(os.path.realpath(path)) if path.is_symlink() else path
     try:
         mode = target.stat().st_mode
@@ -65,11 +66,20 @@ def output_target(path):
     return target
 
 
+def checked_path(path, what):
+    """``path`` unchanged when the operating system can take it; a path with a NUL byte (no file can have one:
+    Python's own error would be a traceback) is a one-line `MomentgenError` naming ``what``."""
+    if "\0" in str(path):
+        raise MomentgenError(f"{what} {str(path)!r} holds a NUL byte (\\0): no file can be named so")
+    return path
+
+
 def check_regular_file(path, max_bytes, what):
     """The size of an input file after checking that it is a regular file (not a device such as
     ``/dev/zero``, a FIFO or a directory, which would hang or exhaust memory) of at most ``max_bytes``;
     a `MomentgenError` naming ``what`` and the path otherwise. A missing file is `FileNotFoundError`."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once instead of waiting for a writer
+    # O_NONBLOCK: a FIFO opens at once instead of waiting for a writer
+    fd = os.open(checked_path(path, what), os.O_RDONLY | os.O_NONBLOCK)
     try:
         return _checked_size(os.fstat(fd), path, max_bytes, what)
     finally:
@@ -78,7 +88,7 @@ def check_regular_file(path, max_bytes, what):
 
 def read_regular_file(path, max_bytes, what):
     """The bytes of a regular file of at most ``max_bytes`` (`check_regular_file`), read once."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    fd = os.open(checked_path(path, what), os.O_RDONLY | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as handle:
         _checked_size(os.fstat(fd), path, max_bytes, what)
         return handle.read(max_bytes + 1)[:max_bytes]

@@ -10,6 +10,7 @@ from finite matrices.
 """
 
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -35,6 +36,7 @@ MAX_DIMENSION = 10_000  # d of matrices read from a file: each d × d letter tak
 MAX_ARRAY_BYTES = 2 * 2**30  # one array in an .npz, as its header declares it
 MAX_FILE_BYTES = 3 * MAX_ARRAY_BYTES  # a whole .npz (two arrays and their headers)
 MAX_TABLE = 1_000_000  # entries of a vector read from a file (a schedule's table)
+MAX_DENSE_SIGMA = 3000  # d of a dense from-file Σ: its eigendecomposition at load costs O(d³) (a few seconds here)
 MAX_ENTRY = 1e6  # |an entry| of a from-file matrix: beyond it the moments of degree M overflow
 
 
@@ -114,27 +116,43 @@ def load_factors(model, path, d=None):
 
 
 def read_covariance(path):
-    """A from-file data covariance Σ (MATH.md §10): ``{"values": eigenvalues (ascending), "vectors": eigenvectors or
-    None}`` from an .npz holding ``eigenvalues`` (a vector: Σ diagonal) or ``Sigma`` (a symmetric positive-definite
-    matrix), checked like a from-file init (size, dtype, finite) and then for symmetry and positivity."""
-    arrays = _read_npz(path, (("eigenvalues",), ("Sigma",)), "[data] covariance file", ndim={"eigenvalues": 1})
+    """A from-file data covariance Σ (MATH.md §10): ``{"values": eigenvalues, "vectors": eigenvectors or None}``
+    from an .npz holding ``eigenvalues`` (a vector: Σ = diag(eigenvalues), *in the file's order*, the order of the
+    coordinates SGD's tokens and a from-file student share) or ``Sigma`` (a symmetric positive-definite matrix of
+    dimension ≤ `MAX_DENSE_SIGMA`: its eigendecomposition costs O(d³) at load), never both; checked like a
+    from-file init (size, dtype, finite) and then for symmetry and positivity."""
+    if {"eigenvalues", "Sigma"} <= _npz_members(path, "[data] covariance file"):
+        raise ModelError(f"{path}: holds both `eigenvalues` and `Sigma`; keep one of them (they could disagree)")
+    arrays = _read_npz(
+        path, (("eigenvalues",), ("Sigma",)), "[data] covariance file", ndim={"eigenvalues": 1},
+        largest={"Sigma": MAX_DENSE_SIGMA},
+    )  # fmt: skip
     if "eigenvalues" in arrays:
         values, vectors = arrays["eigenvalues"], None
     else:
-        S = arrays["Sigma"]
-        if S.shape[0] != S.shape[1]:
-            raise ModelError(f"{path}: array Sigma must be square, got shape {S.shape}")
-        asymmetry = float(np.abs(S - S.T).max())
-        if asymmetry > 1e-12 * max(1.0, float(np.abs(S).max())):
-            raise ModelError(f"{path}: array Sigma is not symmetric (max |Sigma - Sigma^T| = {asymmetry:.3g})")
-        values, vectors = np.linalg.eigh(S)
+        values, vectors = _eigen_of_sigma(arrays["Sigma"], path)
     smallest = float(np.min(values))
     if not smallest > 0:
         raise ModelError(f"{path}: Sigma must be positive definite (smallest eigenvalue {smallest:.3g})")
     if len(values) > MAX_DIMENSION:
         raise ModelError(f"{path}: Sigma has dimension {len(values)}; the limit is d ≤ {MAX_DIMENSION}")
-    order = np.argsort(values)
-    return {"values": tuple(float(v) for v in values[order]), "vectors": None if vectors is None else vectors[:, order]}
+    return {"values": tuple(float(v) for v in values), "vectors": vectors}
+
+
+def _eigen_of_sigma(S, path):
+    """(eigenvalues, eigenvectors as columns) of a file's dense ``Sigma``, after its shape and symmetry checks."""
+    if S.shape[0] != S.shape[1]:
+        raise ModelError(f"{path}: array Sigma must be square, got shape {S.shape}")
+    asymmetry = float(np.abs(S - S.T).max())
+    if asymmetry > 1e-12 * max(1.0, float(np.abs(S).max())):
+        raise ModelError(f"{path}: array Sigma is not symmetric (max |Sigma - Sigma^T| = {asymmetry:.3g})")
+    return np.linalg.eigh(S)
+
+
+def _npz_members(path, what):
+    """The names of the arrays an .npz holds (the archive's ``*.npy`` entries), or a one-line `ModelError`."""
+    with _open_npz(path, what) as archive:
+        return {n[:-4] for n in archive.namelist() if n.endswith(".npy")}
 
 
 def read_vectors(path, names, what):
@@ -142,20 +160,12 @@ def read_vectors(path, names, what):
     return _read_npz(path, (tuple(names),), what, ndim=1)
 
 
-def _read_npz(path, alternatives, what="from-file init", ndim=2):
+def _read_npz(path, alternatives, what="from-file init", ndim=2, largest=None):
     """The arrays of the first of ``alternatives`` (tuples of names) an .npz holds in full, checked
     (``ndim``: 2 for matrices, 1 for vectors such as a schedule's table, or {name: ndim} with 2 for the names it
-    leaves out; ``what`` names the file's role)."""
-    try:
-        check_regular_file(path, MAX_FILE_BYTES, what)
-        archive = zipfile.ZipFile(path)
-    except FileNotFoundError:
-        raise ModelError(f"{what}: {str(path)!r} not found") from None
-    except MomentgenError as error:
-        raise ModelError(str(error)) from None
-    except (zipfile.BadZipFile, OSError) as error:
-        raise ModelError(f"{what}: {str(path)!r} is not an .npz archive ({error})") from None
-    with archive:
+    leaves out; ``largest``: {name: the largest dimension of that matrix}, `MAX_DIMENSION` for the others, checked
+    on the header before the data is read; ``what`` names the file's role)."""
+    with _open_npz(path, what) as archive:
         held = {n[:-4] for n in archive.namelist() if n.endswith(".npy")}
         wanted = next((names for names in alternatives if set(names) <= held), None)
         if wanted is None:
@@ -172,8 +182,8 @@ def _read_npz(path, alternatives, what="from-file init", ndim=2):
             with archive.open(info) as member:
                 shape, dtype = _npy_header(member, path, name)
             _check_shape(shape, dtype, path, name, ndim.get(name, 2) if isinstance(ndim, dict) else ndim)
-            with archive.open(info) as member:
-                array = np.lib.format.read_array(member, allow_pickle=False)
+            _check_largest(shape, (largest or {}).get(name), path, name)
+            array = _read_member(archive, info, path, name)
             if not np.all(np.isfinite(array)):
                 raise ModelError(f"{path}: array {name} holds non-finite values (NaN or inf)")
             if array.size and np.abs(array).max() > MAX_ENTRY:
@@ -185,13 +195,43 @@ def _read_npz(path, alternatives, what="from-file init", ndim=2):
     return out
 
 
+#: What a damaged archive member raises while it is read: a bad CRC or a truncated member (BadZipFile, EOFError),
+#: broken deflate data (zlib.error), a header that lies about the data (ValueError), a read error (OSError).
+_DAMAGED = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError)
+
+
+def _open_npz(path, what):
+    """The .npz at ``path`` as an open `zipfile.ZipFile`, after `check_regular_file`; a one-line `ModelError`
+    naming ``what`` and the path for a missing, oversized, non-regular or non-zip file."""
+    try:
+        check_regular_file(path, MAX_FILE_BYTES, what)
+        return zipfile.ZipFile(path)
+    except FileNotFoundError:
+        raise ModelError(f"{what}: {str(path)!r} not found") from None
+    except MomentgenError as error:
+        raise ModelError(str(error)) from None
+    except (zipfile.BadZipFile, OSError, ValueError) as error:
+        raise ModelError(f"{what}: {str(path)!r} is not an .npz archive ({error})") from None
+
+
+def _read_member(archive, info, path, name):
+    """The array of one member whose header was checked; a damaged member is a one-line `ModelError`."""
+    try:
+        with archive.open(info) as member:
+            return np.lib.format.read_array(member, allow_pickle=False)
+    except _DAMAGED as error:
+        raise ModelError(
+            f"{path}: array {name} is damaged ({type(error).__name__}: {error}); write the file again"
+        ) from None
+
+
 def _npy_header(member, path, name):
     try:
         version = np.lib.format.read_magic(member)
         read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
         shape, _, dtype = read(member)  # shape, Fortran order, dtype
-    except (ValueError, OSError) as error:
-        raise ModelError(f"{path}: array {name} is not a valid .npy ({error})") from None
+    except _DAMAGED as error:
+        raise ModelError(f"{path}: array {name} is not a valid .npy ({type(error).__name__}: {error})") from None
     return shape, dtype
 
 
@@ -214,6 +254,15 @@ def _check_shape(shape, dtype, path, name, ndim=2):
         )
     if np.prod(shape, dtype=float) * dtype.itemsize > MAX_ARRAY_BYTES:
         raise ModelError(f"{path}: array {name} of shape {shape} exceeds {MAX_ARRAY_BYTES / 2**30:g} GiB")
+
+
+def _check_largest(shape, limit, path, name):
+    """A matrix whose use costs O(d³) at load (a dense Σ's eigendecomposition) is refused above ``limit``."""
+    if limit is not None and max(shape) > limit:
+        raise ModelError(
+            f"{path}: array {name} is {shape[0]} × {shape[-1]}; a dense {name} is limited to d ≤ {limit} (its "
+            "eigendecomposition is O(d³)): store a diagonal Sigma as `eigenvalues`"
+        )
 
 
 def trace_moments(words, letters):

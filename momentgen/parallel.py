@@ -15,7 +15,10 @@ import joblib
 from .errors import MomentgenError
 from .progress import Progress
 
-__all__ = ["run_tasks"]
+__all__ = ["run_tasks", "check_n_jobs", "check_scheduler", "MAX_JOBS"]
+
+#: the most worker processes a run may ask for
+MAX_JOBS = 1024
 
 
 def run_tasks(tasks, n_jobs=None, scheduler=None, progress=None):
@@ -27,15 +30,14 @@ def run_tasks(tasks, n_jobs=None, scheduler=None, progress=None):
     a log).
     """
     jobs = [joblib.delayed(function)(*args) for function, args in tasks]
-    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or not 1 <= n_jobs <= 1024):
-        raise MomentgenError(f"n_jobs must be a number of worker processes from 1 to 1024, got {str(n_jobs)[:40]!r}")
-    if scheduler is not None:
-        _check_address(scheduler)
+    check_n_jobs(n_jobs)
+    check_scheduler(scheduler)
     if not jobs:
         return []
     if scheduler is None:
         with joblib.parallel_config(backend="loky", initializer=_exit_with_parent):
-            parallel = joblib.Parallel(n_jobs=n_jobs or min(2, len(jobs)), return_as="generator")
+            # never more workers than tasks: an idle worker costs a process start and its semaphores
+            parallel = joblib.Parallel(n_jobs=min(n_jobs or 2, len(jobs)), return_as="generator")
             results = []
             with Progress(len(jobs), "tasks", "task", progress) as counter:
                 for result in parallel(jobs):
@@ -56,14 +58,27 @@ def run_tasks(tasks, n_jobs=None, scheduler=None, progress=None):
         return joblib.Parallel()(jobs)
 
 
-_ADDRESS = re.compile(r"(tcp|tls|ucx|ws|wss|inproc)://[A-Za-z0-9._\-\[\]:]+")
+def check_n_jobs(n_jobs):
+    """``n_jobs`` (worker processes) is None or a whole number from 1 to `MAX_JOBS`, else a one-line
+    `MomentgenError` — called by every entry point before anything runs, so a bad value is never a verdict."""
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or not 1 <= n_jobs <= MAX_JOBS):
+        raise MomentgenError(
+            f"n_jobs must be a whole number of worker processes from 1 to {MAX_JOBS} (--jobs), got {str(n_jobs)[:40]!r}"
+        )
 
 
-def _check_address(scheduler):
-    """A Dask scheduler address (``tcp://host:port``, or tls/ucx/ws/wss/inproc), else a `MomentgenError`."""
-    if not isinstance(scheduler, str) or not _ADDRESS.fullmatch(scheduler):
-        shown = repr(scheduler)[:80]
-        raise MomentgenError(f"scheduler {shown} is not a Dask scheduler address such as tcp://127.0.0.1:8786")
+#: a Dask scheduler that this package's workers reach over the network: tcp or tls (ucx needs ucx-py, inproc is one
+#: process's own, ws/wss need extra packages — none of them is what `run_tasks` can use)
+_ADDRESS = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}")
+
+
+def check_scheduler(scheduler):
+    """A Dask scheduler address ``tcp://host:port`` (or ``tls://``), or None; else a one-line `MomentgenError`."""
+    if scheduler is not None and (not isinstance(scheduler, str) or not _ADDRESS.fullmatch(scheduler)):
+        raise MomentgenError(
+            f"scheduler {repr(scheduler)[:80]} is not a Dask scheduler address tcp://host:port (or tls://host:port), "
+            "e.g. tcp://127.0.0.1:8786"
+        )
 
 
 def _exit_with_parent(period=1.0):

@@ -8,6 +8,7 @@ mean, the output grid on the kind's time axis and the words to report. The CLI, 
 `momentgen.closures.CLOSURES`.
 """
 
+import re
 from dataclasses import dataclass
 from functools import cached_property, partial
 
@@ -21,6 +22,10 @@ from .truncation import CoefficientSource, Truncation, check_kappa, source_progr
 from .words import parse
 
 __all__ = ["Problem"]
+
+
+#: A time as the integrator's messages quote it (``"blowup at t = 0.37"``): on the integrated axis under a schedule.
+_QUOTED_TIME = re.compile(r"\bt = ([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)")
 
 
 @dataclass
@@ -123,15 +128,27 @@ class Problem:
 
     def on_nominal_axis(self, result):
         """``result`` (computed on `times`) reported on the nominal axis: ``t`` the nominal grid, the
-        integrated time an extra derived column ``"integrated_t"``, ``valid_until`` mapped back. Unchanged
-        without a schedule."""
+        integrated time an extra derived column ``"integrated_t"``, ``valid_until`` and
+        ``extra["risk_valid_until"]`` mapped back, and every time ``t = s`` its message quotes (the integrator's
+        axis) rewritten as ``t = <nominal> (integrated s = <s>)``. Unchanged without a schedule."""
         if self.time_change is None:
             return result
         n = len(result.t)
         result.derived = {**result.derived, "integrated_t": np.asarray(result.t, float)}
         result.t = self.nominal_times[:n]
-        result.valid_until = float(min(self.time_change.nominal(result.valid_until), result.t[-1] if n else 0.0))
+        result.valid_until = self._nominal_time(result.valid_until, result.t)
+        if result.extra.get("risk_valid_until") is not None:
+            result.extra["risk_valid_until"] = self._nominal_time(result.extra["risk_valid_until"], result.t)
+        result.message = _QUOTED_TIME.sub(self._quoted_nominal, result.message or "")
         return result
+
+    def _nominal_time(self, s, nominal_grid):
+        """The nominal time of an integrated time ``s``, at most the last nominal output time."""
+        return float(min(self.time_change.nominal(s), nominal_grid[-1] if len(nominal_grid) else 0.0))
+
+    def _quoted_nominal(self, match):
+        nominal = float(self.time_change.nominal(float(match.group(1))))
+        return f"t = {nominal:.6g} (integrated s = {match.group(1)})"
 
     @cached_property
     def words(self):

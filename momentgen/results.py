@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import figures
-from .errors import MomentgenError
+from .errors import MomentgenError, shown
 from .models import Model
 from .models.base import SIGMA
 from .words import canonical
@@ -192,6 +192,7 @@ def _spectrum_of(result, letter, t, points=400, x=None):
     from . import models  # noqa: PLC0415 - the kinds' registry, only for whether letters are PSD
     from .spectra import reconstruct  # noqa: PLC0415
 
+    x = _checked_spectrum_arguments(letter, t, points, x)
     spectra = result.extra.get("spectra", {})
     if letter not in spectra:
         where = (
@@ -218,6 +219,32 @@ def _spectrum_of(result, letter, t, points=400, x=None):
     lower = 0.0 if positive else None
     curve = reconstruct(record["nodes"][i], record["weights"][i], x=x, points=points, lower=lower)
     return {"letter": letter, "of": record["of"], "t": float(times[i]), **curve}
+
+
+MAX_SPECTRUM_POINTS = 100_000
+
+
+def _checked_spectrum_arguments(letter, t, points, x):
+    """`Result.spectrum`'s arguments checked (one-line `MomentgenError`s); ``x`` as a float array or None."""
+    if not isinstance(letter, str):
+        raise MomentgenError(f"spectrum(letter=…) takes a letter's name such as 'S1', got {shown(letter)}")
+    if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)) or not np.isfinite(t):
+        raise MomentgenError(f"spectrum(t=…) takes one finite output time, got {shown(t)}")
+    if isinstance(points, bool) or not isinstance(points, (int, np.integer)) or not 2 <= points <= MAX_SPECTRUM_POINTS:
+        raise MomentgenError(
+            f"spectrum(points=…) takes a whole number from 2 to {MAX_SPECTRUM_POINTS}, got {shown(points)}"
+        )
+    if x is None:
+        return None
+    try:
+        x = np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        raise MomentgenError(f"spectrum(x=…) takes a list of numbers, got {shown(x)}") from None
+    if x.ndim != 1 or not 2 <= x.size <= MAX_SPECTRUM_POINTS or not np.all(np.isfinite(x)):
+        raise MomentgenError(
+            f"spectrum(x=…) takes 2 to {MAX_SPECTRUM_POINTS} finite numbers in one list, got {shown(x)}"
+        )
+    return x
 
 
 def _column_of(result, word):

@@ -22,6 +22,8 @@ smoothed the same way.
 import numpy as np
 from scipy.interpolate import PchipInterpolator
 
+from .errors import WordError
+
 __all__ = ["spectral_product", "trace_spectrum", "vector_spectrum", "reconstruct", "product_matrix"]
 
 
@@ -32,7 +34,7 @@ def spectral_product(model, letter):
 
     codes = parse(letter, model)
     if len(codes) != 1:
-        raise ValueError(f"a spectrum is of one letter, e.g. 'S1'; {letter!r} has {len(codes)}")
+        raise WordError(f"a spectrum is of one letter, e.g. 'S1'; {letter!r} has {len(codes)}: name one letter")
     code = codes[0]
     transposed = int(model.alphabet.transpose[code])
     if transposed == code:

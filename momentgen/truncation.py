@@ -115,8 +115,9 @@ class Truncation:
 
     def _resolved(self, state):
         """``state``, or the current one for None; anything but a `RunState` this truncation could have made (its
-        mean of shape (K,), finite; a rule level from 1 to the potential's current one) is a one-line error —
-        a level never reached would build a rule of any size."""
+        mean of shape (K,), finite; a rule level from the calibrated one to the potential's current one) is a
+        one-line error — a level never reached would build a rule of any size, one below the calibration would
+        miss the potential's rtol silently."""
         if state is None or state is self.state:
             return self.state
         if not isinstance(state, RunState):
@@ -126,12 +127,13 @@ class Truncation:
         m, level, reached = np.asarray(state.m), state.level, self.potential.rule_level
         if m.shape != (self.model.K,) or not np.all(np.isfinite(m)):
             raise PotentialError(f"the state's mean m must be {self.model.K} finite numbers, got {state.m!r}")
+        lowest = self.potential.lowest_rule_level or 1
         if level is not None and (
-            isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 1 <= level <= (reached or 0)
+            isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not lowest <= level <= (reached or 0)
         ):
             raise PotentialError(
-                f"the state's rule level {level!r} is not one this potential has used (1 … {reached}; None: the "
-                "current one)"
+                f"the state's rule level {level!r} is not one this potential has used ({lowest} … {reached}, the "
+                "calibrated level to the current one; None: the current one)"
             )
         return state
 

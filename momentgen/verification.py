@@ -56,12 +56,12 @@ from .errors import ModelError, MomentgenError, shown
 from .files import PAPER_FORMATS, provenance, save_figure, write_csv, write_json
 from .hierarchy import build
 from .initial import empirical_moments
-from .parallel import run_tasks
+from .parallel import check_n_jobs, run_tasks
 from .potential import Potential
 from .reference import mean_increments, sgd
 from .results import REACHED
 from .truncation import Truncation
-from .verification_plan import MIN_STEPS, _check_sgd_runs, _plan, _sgd_points, _States
+from .verification_plan import MIN_STEPS, _check_sgd_runs, _plan, _sgd_points, _States, check_budget
 from .words import parse
 
 __all__ = ["verify", "Verification", "VERDICTS", "EXIT_STATUS"]
@@ -133,10 +133,12 @@ def verify(
     ``verify.csv`` and ``verify.png``. Returns a `Verification`.
     """
     dims, seeds = _checked_arguments(config, dims, seeds, steps)
+    check_n_jobs(n_jobs)
+    check_budget(budget)
     if closure is not None:
         config = config.replace(truncation={"closure": closure})
     start = _States(config)
-    d1, d2 = start.dims if start.fixed else sorted(dims)
+    d1, d2 = start.dims if start.dims else sorted(dims)
     if d1 == d2 or d1 < 2:
         raise ConfigError(f"verify needs two different dimensions ≥ 2, got {list(dims)}")
     if len(seeds) < 3:
@@ -278,17 +280,8 @@ def _drift(config, start, dims, kappa, curve_kappa, plan, say):
             gamma=gamma, C=C, seed=1, data=config.data(),
         )  # fmt: skip
         per_d[d] = {"theory": theory[rows], "sgd": mean, "se": se}
-    (d1, a), (d2, b) = per_d.items()
-    x1, x2 = (d ** -_correction_power(model) for d in dims)
-
-    def extrapolated(key):
-        return (x1 * (b["sgd"] - b[key]) - x2 * (a["sgd"] - a[key])) / (x1 - x2)
-
-    gap = extrapolated("theory")
-    se = np.hypot(x1 * b["se"], x2 * a["se"]) / (x1 - x2)
-    tolerance = SIGMAS * se + DRIFT_REST * np.abs(b["theory"])
-    worst = int(np.argmax(np.abs(gap) / tolerance))
-    passed = bool(np.all(np.abs(gap) <= tolerance))
+    x = tuple(d ** -_correction_power(model) for d in dims)
+    gap, se, tolerance, passed, worst = drift_judgement(per_d[dims[0]], per_d[dims[1]], *x)
     message = (
         f"at t = 0 the theory's drift of μ({words[worst]}) is off the d → ∞ extrapolation of SGD's by "
         f"{gap[worst]:.3g} ({abs(gap[worst]) / se[worst]:.1f} SE; tolerance {tolerance[worst]:.2g})"
@@ -299,7 +292,8 @@ def _drift(config, start, dims, kappa, curve_kappa, plan, say):
             per_d[d]["with_term"] = Truncation(program, potential, gamma, means=means, kappa=kappa).checked_rhs(
                 0.0, y0
             )[rows]
-        if np.all(np.abs(extrapolated("with_term")) <= tolerance):
+        with_term = drift_judgement(per_d[dims[0]], per_d[dims[1]], *x, key="with_term")
+        if with_term[3]:
             message += f"; with the finite-learning-rate term at κ = {kappa:.3g} it agrees"
     check = {
         "passed": passed,
@@ -315,6 +309,18 @@ def _drift(config, start, dims, kappa, curve_kappa, plan, say):
         "tolerance": tolerance.tolist(),
     }
     return check, {"words": words, "gap": gap, "se": se, "tolerance": tolerance}
+
+
+def drift_judgement(a, b, x1, x2, key="theory"):
+    """The drift check's verdict on the per-d records ``a`` (at d₁) and ``b`` (at d₂), each ``{"sgd", "se", key}``
+    (arrays over the observables; ``x = d^{-p}`` of each d): SGD − theory extrapolated linearly in x to d = ∞,
+    its standard error, the tolerance ``SIGMAS·SE + DRIFT_REST·|theory at d₂|`` — ``(gap, se, tolerance, passed,
+    worst)``: passed only when *every* observable is within its tolerance; worst the one furthest out of it."""
+    gap = (x1 * (b["sgd"] - b[key]) - x2 * (a["sgd"] - a[key])) / (x1 - x2)
+    se = np.hypot(x1 * b["se"], x2 * a["se"]) / (x1 - x2)
+    tolerance = SIGMAS * se + DRIFT_REST * np.abs(b["theory"])
+    worst = int(np.argmax(np.abs(gap) / tolerance))
+    return gap, se, tolerance, bool(np.all(np.abs(gap) <= tolerance)), worst
 
 
 def _correction_power(model):

@@ -14,6 +14,18 @@ from .reference import SGDRun, check_sgd_plan
 MIN_STEPS = 100
 
 
+#: the largest budget `verify` takes (a week, in seconds): beyond it a plan is not a plan
+MAX_BUDGET = 7 * 86400.0
+
+
+def check_budget(budget):
+    """``budget`` is None or a finite number of seconds in (0, `MAX_BUDGET`], else a one-line `ConfigError`."""
+    if budget is not None and (
+        isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget <= MAX_BUDGET
+    ):
+        raise ConfigError(f"budget (--budget) must be a number of seconds in (0, {MAX_BUDGET:g}], got {budget!r}")
+
+
 def _plan(config, start, dims, seeds, steps, kappa, budget, n_jobs, theory_seconds, say):
     """{"dims", "drift_dims", "seeds", "steps", "budget", "estimated_s"}: what the legs will run. Without a
     budget, what was asked for. With one, SGD's cost per step is measured at each d (20 steps) and the plan
@@ -28,10 +40,9 @@ def _plan(config, start, dims, seeds, steps, kappa, budget, n_jobs, theory_secon
     plan["estimated_s"] = None
     if budget is None:
         return plan
-    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0:
-        raise ConfigError(f"budget must be a positive number of seconds, got {budget!r}")
+    check_budget(budget)
     workers, candidates = n_jobs or 2, [dims]
-    while not start.fixed and candidates[-1][0] // 2 >= 25:
+    while not start.dims and candidates[-1][0] // 2 >= 25:
         candidates.append((candidates[-1][0] // 2, candidates[-1][1] // 2))
     drift = None  # (dims, steps, seconds): the largest d whose drift steps fit — the drift does not depend on T
     for trial in candidates:
@@ -104,7 +115,8 @@ class _States:
     With a from-file init the state is the file's (the other indices drawn once, as the theory
     starts from them), the same for every seed, at d₁ = the file's d, and at d₂ = 2d₁ the same
     matrices lifted by ``F ⊗ I₂`` — every normalised trace moment unchanged, so the two SGD runs
-    differ only by their dimension and the extrapolation in 1/d is at a fixed initial state."""
+    differ only by their dimension and the extrapolation in 1/d is at a fixed initial state. A from-file Σ fixes
+    the dimensions the same way: d₁ its d, d₂ = 2d₁ with Σ ⊗ I₂ (`momentgen.data.DataCovariance.eigenvalues`)."""
 
     def __init__(self, config):
         self.config, self.model = config, config.model
@@ -115,8 +127,8 @@ class _States:
                 "verify lifts a from-file state to 2d by F ⊗ I₂, which changes an untied mean Tr(M)/√d: "
                 "verify this configuration with a gaussian init of the same law"
             )
-        d = self.model.definition.matrices.dimension(self.base[0]) if self.fixed else None
-        self.dims = (d, 2 * d) if self.fixed else None
+        d = self.model.definition.matrices.dimension(self.base[0]) if self.fixed else config.data().file_dimension
+        self.dims = (d, 2 * d) if d is not None else None
 
     def factors(self, d, seed):
         if not self.fixed:

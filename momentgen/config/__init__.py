@@ -85,7 +85,7 @@ import numpy as np
 
 from ..data import ISOTROPIC, DataCovariance
 from ..errors import MomentgenError, shown
-from ..files import read_regular_file
+from ..files import checked_path, read_regular_file
 from ..inits import InitSpec
 from ..losses import builtin, parse_expression
 from ..matrices import initial_factors, load_factors, means, read_covariance
@@ -339,7 +339,10 @@ def _plain_tables(data):
 
 def _locate(source):
     """A path, or a shipped example's name (no suffix, no folder) when no such file exists."""
-    path = pathlib.Path(source)
+    try:
+        path = pathlib.Path(checked_path(source, "configuration file"))
+    except MomentgenError as error:
+        raise ConfigError(str(error)) from None
     if not path.exists() and path.suffix == "" and path.parent == pathlib.Path("."):
         from ..examples import config_path  # noqa: PLC0415 - examples imports this module
 

@@ -10,7 +10,7 @@ from ..matrices import matrix_bytes, read_vectors
 from ..models import Model
 from ..schedules import Schedule
 from ..words import parse
-from .schema import _SCHEMA, ConfigError, _check_schedule_keys
+from .schema import _SCHEMA, MAX_ALIGNED_C, ConfigError, _check_schedule_keys
 
 
 def _check_file_means(inits, means):
@@ -105,11 +105,28 @@ def _check_heads(loss, where):
         raise ConfigError(f"{where}[loss] multihead-softmax-mse needs `heads`, e.g. heads = [[1, 2], [3, 4]]")
 
 
+#: The keys each init kind reads (every kind reads `kind` and `mean`); any other key given is refused.
+_INIT_READS = {
+    "gaussian": ("width_ratio", "scale", "scale_U", "scale_V"),
+    "identity": ("c",),
+    "aligned": ("c", "exponent"),
+    "from-file": ("path",),
+}
+
+
 def _check_inits(raw, where):
-    """Each init's keys fit its kind and the model kind (PSD identity, a path for from-file, no mean when
-    centred)."""
+    """Each init's keys fit its kind (no key it does not read, set away from its default) and the model kind (PSD
+    identity, a path for from-file, no mean when centred)."""
     definition = models.get(raw["model"]["kind"])
+    defaults = {key: default for key, (default, _) in _SCHEMA["init"].items()}
     for k, table in raw["init"].items():
+        reads = (*_INIT_READS[table["kind"]], "kind", "mean")
+        stray = [key for key, value in table.items() if key not in reads and value != defaults[key]]
+        if stray:
+            raise ConfigError(
+                f'{where}[init.{k}] `{stray[0]}` is not read by kind = "{table["kind"]}" (it reads '
+                f"{', '.join(_INIT_READS[table['kind']])}): remove it"
+            )
         if table["kind"] in ("identity", "aligned") and definition.positive_letters and table["c"] < 0:
             raise ConfigError(
                 f"{where}[init.{k}] {table['kind']} `c` = {table['c']} < 0: the letters of the "
@@ -146,6 +163,28 @@ def _check_data(raw, where):
     refused = models.get(kind).aligned_refused
     if aligned and refused:
         raise ConfigError(f'{where}[init.{aligned[0]}] kind = "aligned" for the {kind} model: {refused}')
+    for k in aligned:
+        _check_aligned(raw, k, where)
+
+
+def _check_aligned(raw, k, where):
+    """An aligned init c Σ^b: |c| below `MAX_ALIGNED_C`, and for a power-law Σ of exponent a and b < 0 a finite
+    teacher: its norm τ(S²) = c² τ(Σ^{2b}) needs 1 + 2ab > 0, and the zero closure, which starts from the exact
+    moments of every word of degree ≤ M (τ(Σ^{Mb}) among them), needs 1 + aMb > 0."""
+    table, data = raw["init"][k], raw["data"]
+    if abs(table["c"]) >= MAX_ALIGNED_C:
+        raise ConfigError(
+            f"{where}[init.{k}] aligned `c` = {table['c']:g}: |c| must be below {MAX_ALIGNED_C:g} (the risk grows as "
+            "c² and the flow becomes too stiff); rescale the teacher"
+        )
+    a, b = data["exponent"], table["exponent"]
+    deepest = raw["truncation"]["degree"] if raw["truncation"]["closure"] == "zero" else 2
+    if data["covariance"] == "power-law" and b < 0 and not 1 + a * deepest * b > 0:
+        raise ConfigError(
+            f"{where}[init.{k}] aligned `exponent` b = {b:g}: the run reads tau(Sigma^{deepest * b:g}), which "
+            f"diverges for the power law of exponent a = {a:g} (it needs 1 + a·{deepest}·b > 0): take b > "
+            f"{-1 / (a * deepest):.3g}"
+        )
 
 
 def _check_matrix_model_size(raw, where):
@@ -197,11 +236,31 @@ def _schedule(table, base):
     return Schedule(table.schedule, milestones=table.milestones, warmup=warmup, final=table.final, factor=table.factor)
 
 
+#: the largest multiplier a schedule may reach (a step schedule's factor ** milestones beyond it is a typo)
+MAX_MULTIPLIER = 1e6
+
+
 def _check_schedules(config, where):
-    """The schedule files read now; a batch multiplier stays positive; with ``finite_lr`` the peak κ < 1."""
+    """The schedule files read now; each multiplier finite and at most `MAX_MULTIPLIER`; the batch at least one
+    sample all along (SGD cannot draw a fraction of one: the theory would run at another κ); with ``finite_lr``
+    the peak κ < 1."""
     lr, batch = config.schedules()
+    for name, schedule in (("[sgd] schedule", lr), ("[sgd] batch_schedule", batch)):
+        with np.errstate(over="ignore"):
+            largest = float(np.max(schedule(schedule.knots)))
+        if not largest <= MAX_MULTIPLIER:
+            raise ConfigError(
+                f"{where}{name} reaches the multiplier {largest:.3g} (factor ** milestones); the limit is "
+                f"{MAX_MULTIPLIER:g}: use a factor closer to 1 or fewer milestones"
+            )
     if np.min(batch(batch.knots)) <= 0:
         raise ConfigError(f"{where}[sgd] batch_schedule reaches a batch of 0: give it a positive `final`/`f`")
+    smallest = config.settings.sgd.batch * float(np.min(batch(batch.knots)))
+    if smallest < 1:
+        raise ConfigError(
+            f"{where}[sgd] batch_schedule takes the batch down to {smallest:.3g} samples (batch × its smallest "
+            "multiplier); SGD needs at least one sample per step: raise `final`/`factor`/`f` or the batch"
+        )
     change = config.time_change()
     if change is not None and config.kappa * change.peak_kappa_factor >= 1:
         raise ConfigError(

@@ -46,6 +46,18 @@ def _at_most(check, high):
     return bounded
 
 
+def _at_least(check, low):
+    """``check``, and value ≥ ``low`` (a positive bound below which a law degenerates numerically)."""
+
+    def bounded(value):
+        value = check(value)
+        if value < low:
+            raise ValueError(f"must be at least {low:g}")
+        return value
+
+    return bounded
+
+
 def _positive(value):
     if not _number(value) > 0:
         raise ValueError("must be a positive number")
@@ -95,6 +107,8 @@ def _optional(check):
 def _string(value):
     if not isinstance(value, str) or not value.strip():
         raise ValueError("must be a non-empty string")
+    if "\0" in value:
+        raise ValueError("holds a NUL byte (\\0), which no file name can")
     return value
 
 
@@ -226,8 +240,16 @@ class DataSettings:
     """[data]: the tokens' covariance Σ."""
 
     covariance: str = key("isotropic", _choice(*COVARIANCES, what="data covariance"))
-    exponent: float = key(1.0, _at_most(_positive, 100))
+    # a < 1e-6 is Σ = I to 1e-12 (use isotropic); below ~1e-100 the law's Jacobi recurrence overflows
+    exponent: float = key(1.0, _at_least(_at_most(_positive, 100), 1e-6))
     path: str | None = key(None, _optional(_string))
+
+
+#: |b| of an aligned init c Σ^b: its words of degree M read τ(Σ^{Mb}), (1 + a)^{Mb} of a power law — past 4 the
+#: teacher's moments span more than 30 decades at degree 13 and the flow stalls at once
+MAX_ALIGNED_EXPONENT = 4.0
+#: |c| of an aligned init c Σ^b: the risk grows as c², and past 100 the flow is too stiff to integrate in minutes
+MAX_ALIGNED_C = 100.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -242,7 +264,7 @@ class InitSettings:
     c: float = key(1.0, _at_most(_number, 1e6))
     path: str | None = key(None, _optional(_string))
     mean: float | None = key(None, _optional(_at_most(_number, 1e6)))
-    exponent: float = key(1.0, _at_most(_number, 100))
+    exponent: float = key(1.0, _at_most(_number, MAX_ALIGNED_EXPONENT))
 
 
 @dataclass(frozen=True, kw_only=True)

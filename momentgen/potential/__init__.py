@@ -131,6 +131,12 @@ class Potential:
         """The quadrature rule's current level (None on the exact path, or before the first evaluation)."""
         return getattr(self._backend, "level", None)
 
+    @property
+    def lowest_rule_level(self):
+        """The level the rule was calibrated (or fixed) at: a state at a lower level would evaluate Φ less
+        accurately than the potential's ``rtol`` (None on the exact path, or before the first evaluation)."""
+        return getattr(self._backend, "lowest", None)
+
     @contextlib.contextmanager
     def frozen(self, level=None):
         """Within the block the quadrature level does not change: Φ is a pure, smooth function of

@@ -53,6 +53,7 @@ class _Quadrature:
         self.upper = np.triu_indices(self.p)
         self.features = [self._feature_basis(g) for g in range(len(self.groups))]
         self.level = potential.level
+        self.lowest = potential.level  # the first calibrated (or the fixed) level: no state may ask for less
         self.fixed = potential.level is not None  # a level the user fixed is never changed
         self.frozen = False
         self.verified = []  # signatures of the states where the level was checked
@@ -175,7 +176,7 @@ class _Quadrature:
     def _control(self, mean, factors):
         """Calibrate at the first state; check (or, frozen, remember) states far from the checked ones."""
         if self.level is None:
-            self.level = self._calibrate(mean, factors, 2)
+            self.level = self.lowest = self._calibrate(mean, factors, 2)
             self.verified.append(self._signature(mean, factors))
             return
         if self.fixed:
