@@ -95,7 +95,7 @@ def test_matrix_model_closure_at_n_800_on_the_tied_h2_escape():
     inits = config.inits()
     exact = riccati_tied_moments(Potential(config.loss(), "tied"), inits[1], inits[2], np.linspace(0, 2.5, 26))
     out = solve_with_closure(config, "matrix-model", size=800)
-    error = max(np.abs(np.array(out["series"][w]) - exact[w]).max() for w in exact)
+    error = max(np.abs(np.array(out.series[w]) - exact[w]).max() for w in exact)
     assert error < 4 / 800, error
 
 
