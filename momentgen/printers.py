@@ -53,10 +53,12 @@ def summary(program):
 def latex(program, words=None, limit=None):
     """The derived equations of ``words`` (default: the state words, at most ``limit``) as a LaTeX
     ``align*`` block in the paper's notation: ``\\dot\\mu_{S_1 S_2} = −Γ_{12} μ_{…} + …``, the
-    coefficients by name (their values come from Φ at the state), terms dropped by the zero
-    closure marked, on the model's time axis."""
+    coefficients by name (their values come from Φ at the state), the finite-learning-rate term's quadratic
+    terms ``c (w μ_a μ_b + …)`` when the program carries them (``μ_∅ = 1`` is left out), terms dropped by the
+    zero closure marked, on the model's time axis: every term `Program.evaluate` sums is printed."""
     if words is None:  # the words that move
-        rows = [i for i in range(len(program.packed)) if program.indptr[i + 1] > program.indptr[i]]
+        moving = np.diff(program.indptr) + np.diff(program.noise_indptr if program.has_noise else program.indptr)
+        rows = [i for i in range(len(program.packed)) if moving[i] > 0]
     else:
         rows = [program.index(w) for w in words]
     rows = rows[:limit] if limit else rows
@@ -75,15 +77,34 @@ def latex(program, words=None, limit=None):
 
 
 def _latex_terms(program, i, texts):
-    """One row's terms, grouped by coefficient: ``−Γ_{12} (μ_a + 2 μ_b)``."""
+    """One row's terms, grouped by coefficient: ``−Γ_{12} (μ_a + 2 μ_b)``, then the quadratic ones
+    ``Γ^{(2)}_{12} (μ_a μ_b + …)``."""
     groups = {}
     for j in range(program.indptr[i], program.indptr[i + 1]):
         symbol = program.symbols[program.symbol[j]]
         weight = symbol.factor * program.multiplicity[j]
-        groups.setdefault(program.symbol[j], []).append((weight, texts[program.target[j]]))
+        groups.setdefault(program.symbol[j], []).append((weight, _latex_moment(texts[program.target[j]])))
+    linear = _latex_groups(program, groups)
+    groups = {}
+    if program.has_noise:
+        for j in range(program.noise_indptr[i], program.noise_indptr[i + 1]):
+            symbol = program.symbols[program.noise_symbol[j]]
+            weight = symbol.factor * program.noise_multiplicity[j]
+            pair = (program.noise_left[j], program.noise_right[j])
+            product = "".join(_latex_moment(texts[k]) for k in pair if k >= 0)
+            groups.setdefault(program.noise_symbol[j], []).append((weight, product or "1"))
+    return " + ".join(part for part in (linear, _latex_groups(program, groups)) if part)
+
+
+def _latex_moment(text):
+    return f"\\mu_{{{_latex_word(text)}}}"
+
+
+def _latex_groups(program, groups):
+    """``{symbol index: [(weight, factor)]}`` as ``c (w a + …) + …``."""
     parts = []
     for s, entries in groups.items():
-        inner = " + ".join(f"{_latex_number(w)}\\mu_{{{_latex_word(t)}}}" for w, t in entries).replace("+ -", "- ")
+        inner = " + ".join(f"{_latex_number(w)}{factor}" for w, factor in entries).replace("+ -", "- ")
         parts.append(rf"{_latex_symbol(program.symbols[s])}\left({inner}\right)")
     return " + ".join(parts)
 
@@ -92,7 +113,8 @@ def graph(program):
     """The dependency graph as a ``networkx.DiGraph``: word → words its derivative uses.
 
     Nodes are canonical word texts with attributes ``degree`` and ``dropped`` (True
-    for words cut by the zero closure); edges carry the coefficient ``symbols``.
+    for words cut by the zero closure); edges carry the coefficient ``symbols`` — a quadratic term of the
+    finite-learning-rate term links its row to both of its words.
     Built on demand: about a microsecond per term. Needs networkx (an optional dependency:
     ``pip install momentgen[graph]``).
     """
@@ -103,10 +125,16 @@ def graph(program):
     g = nx.DiGraph()
     g.add_nodes_from((w, {"degree": len(w.split()), "dropped": False}) for w in program.words)
     g.add_nodes_from((w, {"degree": len(w.split()), "dropped": True}) for w in program.dropped_words)
-    for rows, targets, syms, names in (
+    parts = [
         (program.term_rows(), program.target, program.symbol, program.words),
         (program.term_rows("dropped"), program.dropped_target, program.dropped_symbol, program.dropped_words),
-    ):
+    ]
+    if program.has_noise:
+        rows = program.term_rows("noise")
+        for side in (program.noise_left, program.noise_right):  # −1: the empty word μ_∅ = 1, no edge
+            kept = side >= 0
+            parts.append((rows[kept], side[kept], program.noise_symbol[kept], program.words))
+    for rows, targets, syms, names in parts:
         for r, t, s in zip(rows, targets, syms):
             edge = g.get_edge_data(program.words[r], names[t])
             if edge is None:
