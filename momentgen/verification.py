@@ -331,19 +331,19 @@ def _correction_power(model):
 def _after_fast_phase(config, factors, program, potential):
     """The state at the end of the fast phase (MATH.md §4): at d = ∞ the fast phase moves only the means,
     to m*(q) at the frozen q, so the factors are moved onto that slow manifold directly — each trainable
-    mean set to m*(q) of the state's own moments (`shift_to_mean`, the fast phase's own direction). The
+    mean set to m*(q) of the state's own moments (the kind's `shifted_to_mean`, the fast phase's own direction). The
     same q at every d, as the extrapolation in d needs (SGD's own fast phase would also move q by
     τ = fast_T/d, a different state at each d); m exactly at m*, as the slow drift needs (a residual
     m − m* enters the drift of μ(M) = m/√d multiplied by √d)."""
-    from .models.untied import shift_to_mean  # noqa: PLC0415 - the one kind with a mean
-
     model, gamma = config.model, config.settings.model.gamma
+    matrices = model.definition.matrices
     sigma = config.sigma_of(factors)
     for _ in range(3):  # the shift moves the even words by O(m²/d): m*(q) of the shifted state, again
-        truncation = Truncation(program, potential, gamma, means=model.definition.matrices.means(factors, sigma))
+        truncation = Truncation(program, potential, gamma, means=matrices.means(factors, sigma))
         m_star = truncation.slaved_mean(empirical_moments(model, factors, program.word_codes, sigma))
         factors = [
-            shift_to_mean(*f, m_star[k - 1], sigma) if k in model.trainable else f for k, f in enumerate(factors, 1)
+            matrices.shifted_to_mean(f, m_star[k - 1], sigma) if k in model.trainable else f
+            for k, f in enumerate(factors, 1)
         ]
     return factors
 

@@ -205,6 +205,11 @@ class KindMatrices:
         """Untied pre-activation means Tr(Σ M_k)/√d of finite factors (array; Σ = ``sigma``, I when None), or None."""
         return None
 
+    def shifted_to_mean(self, factor, mean, sigma=None):
+        """One index's factor moved to the pre-activation mean ``mean`` along the fast phase's own direction (a kind
+        with a mean only)."""
+        raise ModelError(f"the {self.kind.name} model has no pre-activation mean to shift")
+
     def dimension(self, factor):
         """d of one index's factor."""
         return factor.shape[0]

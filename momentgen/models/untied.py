@@ -87,6 +87,9 @@ class UntiedMatrices(KindMatrices):
         """Tr(Σ M_k)/√d (Σ = I when ``sigma`` is None)."""
         return np.array([np.sum(U * (V if sigma is None else sigma @ V)) / np.sqrt(len(U)) for U, V in factors])
 
+    def shifted_to_mean(self, factor, mean, sigma=None):
+        return shift_to_mean(*factor, mean, sigma)
+
     def dimension(self, factor):
         return factor[0].shape[0]
 
