@@ -268,3 +268,19 @@ def test_the_zero_closure_reports_the_words_its_risk_reads():
     assert "S1 Sigma S1 Sigma" in result.series
     exact = aligned_tied_average([0.0], "risk", 1.0, 0.5, 1.2, 0.5)[0]
     assert result.derived["risk"][0] == pytest.approx(exact, rel=1e-10)
+
+
+@pytest.mark.slow
+def test_verify_agrees_on_a_from_file_sigma(tmp_path):
+    """Issue 41: a from-file Σ fixes d, and verify needs two: it now runs SGD at d_file and 2·d_file (Σ ⊗ I₂, the
+    same spectral law, so the same d = ∞ curve) and extrapolates in 1/d. Tied mse(h1) on a 100-dimensional Σ
+    (eigenvalues at the power law's quantiles, shuffled: the file's order is the coordinates'), aligned teacher."""
+    from momentgen.api import verify
+
+    values = DataCovariance("power-law", 1.0).eigenvalues(100)
+    np.savez(tmp_path / "sigma.npz", eigenvalues=np.random.default_rng(0).permutation(values))
+    raw = _verify_config("tied", False)
+    raw["data"] = {"covariance": "from-file", "path": str(tmp_path / "sigma.npz")}
+    result = verify(parse_config(raw), budget=200, progress=False, closure="matrix-model")
+    assert result.checks["finite-d"]["d"] == [100, 200]
+    assert result.verdict == "agree", result.message
