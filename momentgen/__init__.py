@@ -50,12 +50,18 @@ _LAZY = {
 }
 
 
+#: Submodules reachable as attributes without an import of their own (``momentgen.examples.names()``).
+_SUBMODULES = ("examples", "figures", "oracles")
+
+
 def __getattr__(name):
     if name in _LAZY:
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'momentgen' has no attribute {name!r}")
 
 
 def __dir__():
     """Tab completion sees the lazily loaded names too."""
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))

@@ -19,6 +19,7 @@ import itertools
 import math
 import os
 import tempfile
+import warnings
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -26,7 +27,7 @@ from threadpoolctl import threadpool_limits
 from . import comparison as _compare
 from . import verification as _verify
 from .arguments import int_list, names, seed_list
-from .closures import solve_with_closure
+from .closures import solve_with_closure, vouching_closure
 from .config import ConfigError, load_config, parse_config
 from .errors import shown
 from .parallel import check_n_jobs, check_scheduler
@@ -52,10 +53,20 @@ def solve(config, closure=None, degree=None, size=None, finite_lr=None, times=()
     ``finite_lr=True`` adds the finite-learning-rate term at κ = lr·d/batch of ``[sgd]``; ``times``: extra
     output times in [0, T]; ``spectra=True`` records the trainable letters' spectra for `Result.spectrum`
     (quadrature and matrix-model closures). ``closure``, ``degree`` and ``size`` are validated like the
-    file's ``[truncation]`` keys."""
+    file's ``[truncation]`` keys. Where no closure is named (``closure`` and ``degree`` None) and the configured
+    one's window ends before the horizon, the closure that vouches for the horizon is run instead
+    (`momentgen.closures.vouching_closure`, as `verify` does) and the result's message says so."""
     times, spectra = _times(times), _flag(spectra, "spectra")
     config = _config(config, overrides, finite_lr)
-    return solve_with_closure(config, closure, degree, size, times=times, spectra=spectra)
+    result = solve_with_closure(config, closure, degree, size, times=times, spectra=spectra)
+    if closure is not None or degree is not None:
+        return result
+    chosen, note = vouching_closure(config, result)
+    if note is None:
+        return result
+    result = solve_with_closure(chosen, size=size, times=times, spectra=spectra)
+    result.message = f"{note}; {result.message}"
+    return result
 
 
 #: the most extra output times `solve` takes (each costs the risk and the spectra at one more state; the grid of
@@ -104,13 +115,16 @@ def simulate(config, d=None, seeds=None, progress=None, **overrides):
 
 
 class Comparison(dict):
-    """`momentgen.comparison.compare`'s output (a dict: ``theory``, ``sgd``, ``flow``, ``table``…) with
-    ``to_pandas()`` (the sup-error table), ``to_json()`` and ``figure`` (the written figure's path)."""
+    """`momentgen.comparison.compare`'s output (a dict: ``theory``, ``sgd``, ``flow``, ``table``…, and ``note``: why
+    another closure than the configured one was run, or None) with ``to_pandas()`` (the sup-error table, the note in
+    its ``attrs``), ``to_json()`` and ``figure`` (the written figure's path)."""
 
     def to_pandas(self):
         import pandas  # noqa: PLC0415 - optional at import time
 
-        return pandas.DataFrame(self["table"])
+        frame = pandas.DataFrame(self["table"])
+        frame.attrs["note"] = self.get("note")
+        return frame
 
     def to_json(self):
         return dict(self)
@@ -127,6 +141,9 @@ def compare(
     config = _config(config, overrides, finite_lr)
     degrees = [config.settings.truncation.degree] if degrees is None else int_list(degrees, "degrees")
     dims = [config.settings.sgd.d] if dims is None else int_list(dims, "dims")
+    note = None
+    if closures is None:  # the configured closure, or the one that vouches for the horizon (`solve`'s rule)
+        config, note = vouching_closure(config, solve_with_closure(config, degree=degrees[0]))
     closures = [config.settings.truncation.closure] if closures is None else names(closures, "closures")
     for degree in degrees:  # every value passes the file's own validation
         config.replace(truncation={"degree": degree})
@@ -155,7 +172,7 @@ def compare(
         closures=closures,
         theory_init=theory_init,
     )
-    result = Comparison(data)
+    result = Comparison({**data, "note": note})
     result.figure = f"{out}/compare.png"
     return result
 
@@ -225,6 +242,7 @@ def sweep(config, grid, job="solve", n_jobs=None, scheduler=None, **options):
         )
     points = [dict(zip(names, values)) for values in itertools.product(*(grid[n] for n in names))]
     configs = [_changed_config(config, point) for point in points]  # every point validated before anything runs
+    _warn_carried_warmup(config, grid)
     tasks = [(_sweep_task, (changed, job, options)) for changed in configs]
     results = _compare.run_tasks(tasks, n_jobs=n_jobs, scheduler=scheduler)
     return Sweep(zip(points, results))
@@ -248,6 +266,19 @@ def _grid_names(grid):
         if not len(values):
             raise ConfigError(f"sweep parameter {name!r} has no values")
     return list(grid)
+
+
+def _warn_carried_warmup(config, grid):
+    """A sweep over ``sgd.schedule`` keeps the configuration's warm-up in every arm (a warm-up, then that schedule —
+    the constant arm too): said once, as a `UserWarning`, unless the grid sets ``sgd.warmup`` itself."""
+    warmup = config.settings.sgd.warmup
+    if "sgd.schedule" in grid and "sgd.warmup" not in grid and warmup > 0:
+        warnings.warn(
+            f"sweep over sgd.schedule: every arm keeps the configuration's warmup = {warmup:g} (a linear warm-up, then "
+            "the arm's schedule — the constant arm included); add 'sgd.warmup' to the grid to change it",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def _changed_config(config, point):

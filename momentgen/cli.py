@@ -42,7 +42,7 @@ import warnings
 from threadpoolctl import threadpool_limits
 
 from . import __version__
-from .closures import CLOSURES, solve_with_closure
+from .closures import CLOSURES, solve_with_closure, vouching_closure
 from .codegen import cache_dir, clear_cache
 from .comparison import compare
 from .config import ConfigError, load_config
@@ -173,6 +173,11 @@ def _cmd_solve(args):
     ensure_outputs(_run_outputs(args.json), config.input_paths())
     start = time.perf_counter()
     result = solve_with_closure(config)
+    if args.closure is None and args.degree is None:  # no closure named: the one that vouches for the horizon
+        chosen, note = vouching_closure(config, result)
+        if note is not None:
+            result = solve_with_closure(chosen)
+            result.message = f"{note}; {result.message}"
     _write_run(args.json, {**result.to_json(), "provenance": provenance(config)}, result.t,
                {**result.series, **result.derived})  # fmt: skip
     rate = f" with the finite-learning-rate term (kappa = {result.kappa:.3g})" if result.kappa else ""
@@ -256,7 +261,8 @@ def _cmd_simulate(args):
     _write_run(args.json, {**result, "provenance": provenance(config)}, result["t"], columns)
     print(
         f"SGD {result['model']} d={result['d']} eta={result['lr']} B={result['batch']} seeds={result['seeds']}: "
-        f"status {result['status']}, {result['steps'][-1]} steps in {result['seconds']:.1f} s; wrote {args.json}"
+        f"status {result['status']}, {result['steps'][-1]} steps per seed in {result['wall_seconds']:.1f} s "
+        f"({result['seconds']:.1f} s of compute over {len(result['seeds'])} seed(s)); wrote {args.json}"
     )
     if result["status"] != "ok":
         print(f"  {result['message']}", file=sys.stderr)
@@ -268,6 +274,10 @@ def _cmd_compare(args):
     config = _load(args, integrate={"finite_lr": True if args.finite_lr else None}, sgd=_sgd_overrides(args))
     degrees = _int_list(args.degrees, "--degrees") or [config.settings.truncation.degree]
     dims = _int_list(args.d, "--d") or [config.settings.sgd.d]
+    if not args.closures and not args.degrees:  # no closure named: the one that vouches for the horizon
+        config, note = vouching_closure(config, solve_with_closure(config))
+        if note is not None:
+            print(f"momentgen: {note}", file=sys.stderr)
     closures = args.closures.split(",") if args.closures else [config.settings.truncation.closure]
     unknown = [c for c in closures if c not in CLOSURES]
     if unknown:

@@ -32,14 +32,13 @@ from .edge import EDGE_DEPTH, EDGE_STEP
 from .ensemble import MIN_DRAWS, run_ensemble
 from .errors import ModelError
 from .flow import run as run_flow
-from .flow import run_stochastic
 from .hierarchy import build
 from .initial import initial_representation, law_factors, layered_index, matrix_moments
 from .integrate import audited, last_time_within, solve, validity_horizon
 from .problem import Problem
 from .representation import vector_moments
 from .results import Result
-from .risk import RISK_TOL, relative_risk_estimate, theory_risk
+from .risk import RISK_TOL, local_slope, relative_risk_estimate, theory_risk
 from .spectra import spectral_product, trace_spectrum, vector_spectrum
 from .truncation import RunState, Truncation
 from .words import canonical
@@ -153,9 +152,11 @@ def _trainable_products(model):
 
 def _derived(problem, series, means):
     """The derived columns: the population risk Φ along the run (`momentgen.risk.theory_risk`, on the
-    branch ``means`` of a kind with a mean) and, with two indices or more, the kind's overlaps."""
+    branch ``means`` of a kind with a mean), its local slope d log risk / d log t on the nominal axis
+    (``"risk_slope"``, `momentgen.risk.local_slope`) and, with two indices or more, the kind's overlaps."""
     model = problem.model
     out = {"risk": theory_risk(problem, series, means)}
+    out["risk_slope"] = local_slope(problem.nominal_times[: len(out["risk"])], out["risk"])
     if model.K >= 2:
         out.update(model.definition.derived(lambda word: np.asarray(series[canonical(word, model)]), model.K))
     return out
@@ -393,10 +394,11 @@ class MatrixModelClosure(FlowClosure):
         draws = problem.config.settings.truncation.draws
         if 1 < draws < MIN_DRAWS:
             raise ModelError(f"[truncation] draws = {draws}: use 1 (one matrix model) or ≥ {MIN_DRAWS} (an ensemble)")
-        if draws > 1 and not stochastic:
+        if draws > 1:
             label = (
-                f"matrix-model ensemble of {draws} draws at sizes {n} and {max(2, n // 2)} "
-                "(control variates on the initial moments)"
+                f"{'stochastic ' if stochastic else ''}matrix-model ensemble of {draws} draws at sizes {n} and "
+                f"{max(2, n // 2)} (control variates on the initial moments"
+                + (f"; each draw its own noise, kappa = {problem.kappa:g})" if stochastic else ")")
             )
             return label, {"fine": (n, range(draws)), "coarse": (max(2, n // 2), range(draws, 2 * draws))}
         label = (
@@ -418,9 +420,16 @@ class MatrixModelClosure(FlowClosure):
                 for name, count in left_out.items()
                 if count
             )
+            noise = (
+                " (the draws' own SGD-like noise included: ≈ 99.7 % confidence on the noise for normal errors; the "
+                "O(kappa dt) time-stepping and O(kappa^2) expansion biases are not in it)"
+                if problem.kappa > 0
+                else ""
+            )
             return False, (
                 "difference of the control-variate means at sizes n and n/2 plus 3 standard errors of the "
-                f"n ensemble — not a bound (a statistical estimate); cross-check with the quadrature closure{branches}"
+                f"n ensemble — not a bound (a statistical estimate{noise}); cross-check with the quadrature "
+                f"closure{branches}"
             )
         if problem.kappa > 0:
             return False, (
@@ -436,24 +445,12 @@ class MatrixModelClosure(FlowClosure):
         size, seed = resolution
         if isinstance(seed, range):  # an ensemble of draws
             return run_ensemble(problem, size, seed, means)
-        model = problem.model
         factors = (
             problem.factors
             if size == "given"
-            else law_factors(model, problem.specs, size, seed=seed, data=problem.data)
+            else law_factors(problem.model, problem.specs, size, seed=seed, data=problem.data)
         )
-        if problem.kappa > 0:  # the finite-learning-rate term: the stochastic matrix model
-            return run_stochastic(
-                model,
-                factors,
-                problem.source(means),
-                times=problem.times,
-                codes=problem.word_codes,
-                texts=problem.words,
-                seed=seed,
-                sigma=problem.sigma_of(factors),
-            )
-        return problem.matrix_flow(factors, means, spectra=_spectra_request(problem, trace_spectrum))
+        return problem.law_run(factors, means, seed, spectra=_spectra_request(problem, trace_spectrum))
 
 
 #: The edge layer of the reported leg, and the coarser, shallower one it is compared with (`momentgen.edge`).
@@ -609,6 +606,22 @@ def whole_curve_closure(model, kappa):
     return next(
         c for c in CLOSURES.values() if not c.window_from_degrees and (kappa == 0 or c.carries_finite_lr(model))
     )
+
+
+def vouching_closure(config, configured):
+    """Where the user named no closure: (config, note) for the closure that vouches for the horizon. ``configured``
+    is the configured closure's `Result`; when that closure's window comes from its degrees (the zero closure) and
+    ends before T, the whole-curve closure that carries the run's κ (`whole_curve_closure`) at its checked resolution
+    replaces it, and ``note`` says so; else ``(config, None)`` (the configured closure is kept)."""
+    T = config.settings.integrate.T
+    if not CLOSURES[configured.closure].window_from_degrees or configured.valid_until >= T - 1e-12 * max(1.0, T):
+        return config, None
+    whole = whole_curve_closure(config.model, configured.kappa)
+    note = (
+        f"the configured {configured.closure} closure vouches only until t = {configured.valid_until:.4g} of {T:g}, "
+        f"so the {whole.name} closure was run (name a closure to choose one)"
+    )
+    return config.replace(truncation={"closure": whole.name, **whole.checked_resolution(config)}), note
 
 
 def solve_with_closure(config, closure=None, degree=None, size=None, factors=None, kappa=None, times=(), spectra=False):

@@ -9,6 +9,9 @@ known exactly (`momentgen.initial.exact_moments`). `control_variate_mean` regres
 trajectories on their initial deviations and reports the intercept — the ensemble mean at
 initial moments equal to the d = ∞ ones — with its standard error from the residuals.
 
+With the finite-learning-rate term (κ > 0) each draw is a stochastic matrix model with its own noise seed, so the
+standard error covers the noise too (the Haar draw's and the SGD-like noise's fluctuations together).
+
 `run_ensemble` runs the draws of one size in parallel (two processes by default, one BLAS
 thread each) and returns a `momentgen.flow.FlowRun` whose series are those intercepts and whose
 ``info["standard_error"]`` holds their standard errors. Time is on the kind's axis.
@@ -66,12 +69,14 @@ def usable_controls(controls, limit):
     return varying[np.argsort(spread[varying])[::-1][: max(0, limit)]]
 
 
-def _draws(config_raw, source, size, seeds, means):
-    """One process's share of an ensemble: the trajectories of the draws ``seeds`` (a task)."""
-    problem = Problem.from_config(parse_config(config_raw, source))
+def _draws(config_raw, source, size, seeds, means, kappa, times):
+    """One process's share of an ensemble: the trajectories of the draws ``seeds`` (a task) — each a matrix model
+    of its own Haar draw, and with κ > 0 its own noise (`Problem.law_run`)."""
+    problem = Problem.from_config(parse_config(config_raw, source), kappa=kappa, times=times)
     out = []
     for seed in seeds:
-        run = problem.matrix_flow(law_factors(problem.model, problem.specs, size, seed=seed, data=problem.data), means)
+        factors = law_factors(problem.model, problem.specs, size, seed=seed, data=problem.data)
+        run = problem.law_run(factors, means, seed)
         out.append((run.t, np.array([run.series[w] for w in problem.words]), run.status, run.message))
     return out
 
@@ -84,7 +89,8 @@ def run_ensemble(problem, size, seeds, means, n_jobs=2):
     chunks = [seeds[i::n_jobs] for i in range(n_jobs) if seeds[i::n_jobs]]
     config = problem.config
     means = None if means is None else np.asarray(means, dtype=float)
-    tasks = [(_draws, (config.raw, config.source, size, chunk, means)) for chunk in chunks]
+    task = (config.raw, config.source, size)
+    tasks = [(_draws, (*task, chunk, means, problem.kappa, problem.output_times)) for chunk in chunks]
     runs = [draw for part in run_tasks(tasks, n_jobs=len(chunks), progress=False) for draw in part]
     reached = min(len(t) for t, *_ in runs)
     stopped = [(status, message) for _, _, status, message in runs if status != "ok"]

@@ -121,18 +121,32 @@ def place_legend(ax, fontsize=8):
 
 
 def _covered_points(ax, legend):
-    """How many data points of the axes' lines and markers, and tops of its bars, lie inside the legend's box
-    (display coordinates, of the figure as last drawn: `_draw` it first)."""
+    """How many data marks of the axes lie inside the legend's box (display coordinates, of the figure as last
+    drawn: `_draw` it first): the points of its lines and markers, points along its error bars and other line
+    collections (five per segment: a bar is data even where it has no marker), and every bar that the box overlaps
+    (not only its top)."""
     box = legend.get_window_extent()
     count = 0
     points = [np.asarray(line.get_xydata(), float) for line in ax.get_lines()]
-    points += [np.array([[b.get_x() + b.get_width() / 2, b.get_y() + b.get_height()] for b in bars]) for bars in
-               ax.containers if type(bars).__name__ == "BarContainer"]  # fmt: skip
+    for collection in ax.collections:
+        for segment in getattr(collection, "get_segments", lambda: [])():
+            segment = np.asarray(segment, float)
+            if len(segment) >= 2:
+                steps = np.linspace(0.0, 1.0, 5)[:, None]
+                points.append(np.concatenate([a + steps * (b - a) for a, b in zip(segment[:-1], segment[1:])]))
     for xy in points:
         if len(xy):
             x, y = ax.transData.transform(xy).T
             count += int(np.sum((x >= box.x0) & (x <= box.x1) & (y >= box.y0) & (y <= box.y1)))
+    for bars in ax.containers:
+        if type(bars).__name__ == "BarContainer":
+            count += sum(_overlaps(bar.get_window_extent(), box) for bar in bars)
     return count
+
+
+def _overlaps(a, b):
+    """Whether two display boxes share an area (touching edges do not count)."""
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
 
 
 def _draw(figure):

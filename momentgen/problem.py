@@ -15,6 +15,7 @@ from functools import cached_property, partial
 import numpy as np
 
 from .flow import run as run_flow
+from .flow import run_stochastic
 from .initial import empirical_moments, exact_moments
 from .matrices import means as factor_means
 from .potential import Potential
@@ -190,6 +191,17 @@ class Problem:
             self.model, factors, self.source(means), times=self.times, codes=self.word_codes, texts=self.words,
             spectra=spectra, sigma=self.sigma_of(factors),
         )  # fmt: skip
+
+    def law_run(self, factors, means=None, seed=0, spectra=None):
+        """The matrix model's run from finite ``factors``: their matrix flow (`matrix_flow`), or with κ > 0 the
+        stochastic matrix model of the finite-learning-rate term with noise seed ``seed``
+        (`momentgen.flow.run_stochastic`; no spectra)."""
+        if self.kappa > 0:
+            return run_stochastic(
+                self.model, factors, self.source(means), times=self.times, codes=self.word_codes, texts=self.words,
+                seed=seed, sigma=self.sigma_of(factors),
+            )  # fmt: skip
+        return self.matrix_flow(factors, means, spectra=spectra)
 
     def source(self, means=None):
         """The theory's `CoefficientSource` for the flow engine, starting on the branch ``means``."""

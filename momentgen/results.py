@@ -150,6 +150,7 @@ class Result:
             raise MomentgenError(f"nothing to plot: the result has no times (status {self.status}: {self.message})")
         if ax is None:
             ax = figures.new_figure(width=5.5, height=3.8)[1][0]
+        words = [words] if isinstance(words, str) else words  # one column by its name, e.g. words="risk"
         words = words or [w for w, v in self.series.items() if np.ptp(np.asarray(v)) > 0][:6]
         measured = "d" in self.extra  # an SGD run (`momentgen.api.simulate`): markers under the theory's lines
         for w in words:
@@ -248,9 +249,16 @@ def _checked_spectrum_arguments(letter, t, points, x):
 
 
 def _column_of(result, word):
-    """(label, values) of a word in any spelling (``"S2 S1"`` is ``"S1 S2"``) or a derived column."""
+    """(label, values) of a word in any spelling (``"S2 S1"`` is ``"S1 S2"``), a derived column, or an order
+    parameter by its name ``q11``, ``q12``, … (the kind's Q1_kl word, Σ-weighted with anisotropic tokens)."""
+    if not isinstance(word, str):
+        raise MomentgenError(f"a column is named by a string (a word, 'risk', 'q12', …), got {shown(word)}")
     if word in result.derived:
         return word, result.derived[word]
+    order = re.fullmatch(r"q(\d)(\d)", word.strip())
+    if order:
+        model = _words_model(result)
+        word = model.definition.order_texts(model, int(order.group(1)), int(order.group(2)))[0]
     try:
         key = canonical(word, _words_model(result))
     except MomentgenError:
@@ -258,7 +266,7 @@ def _column_of(result, word):
     if key not in result.series:
         known = ", ".join(list(result.series)[:8] + list(result.derived))
         raise MomentgenError(f"no column {word!r} in this result: its words and derived columns are {known}")
-    return f"μ({key})", result.series[key]
+    return (f"{order.group(0)} = μ({key})" if order else f"μ({key})"), result.series[key]
 
 
 def _words_model(result):

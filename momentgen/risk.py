@@ -12,7 +12,7 @@ import numpy as np
 
 from .errors import STATE_ERRORS
 
-__all__ = ["theory_risk", "relative_risk_estimate", "RISK_TOL"]
+__all__ = ["theory_risk", "relative_risk_estimate", "local_slope", "settled_slope", "RISK_TOL", "SETTLED"]
 
 #: The relative accuracy of the risk a closure vouches for (``risk_valid_until``): 10 %, a tenth of a decade
 #: on a log axis.
@@ -57,3 +57,57 @@ def relative_risk_estimate(fine, others):
         ratio = np.where(fine == other, 0.0, ratio)
         gap = np.maximum(gap, np.where(np.isnan(ratio), np.inf, ratio))
     return np.maximum.accumulate(gap)
+
+
+#: How little the local slope may move over the last decade of t for `settled_slope` to call it an exponent.
+SETTLED = 0.05
+
+
+def local_slope(t, risk):
+    """The local slope ``d log risk / d log t`` at each time (the derived column ``"risk_slope"``): second-order
+    differences on the non-uniform grid of log t (`numpy.gradient`); NaN at t ≤ 0, where the risk is not positive or
+    not finite, and on a grid of fewer than three usable points. What a power law's exponent is, once it has settled
+    (`settled_slope`) — not before: an exact solution's local slope can move for decades (MATH.md §10)."""
+    t, risk = np.asarray(t, float), np.asarray(risk, float)
+    out = np.full(len(t), np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        usable = np.flatnonzero((t > 0) & (risk > 0) & np.isfinite(risk))
+    if len(usable) < 3:
+        return out
+    breaks = np.flatnonzero(np.diff(usable) != 1)
+    usable = usable[: breaks[0] + 1] if breaks.size else usable  # the first run of consecutive usable points
+    if len(usable) >= 3:
+        out[usable] = np.gradient(np.log(risk[usable]), np.log(t[usable]))
+    return out
+
+
+def settled_slope(t, slope, tol=SETTLED, span=10.0):
+    """Whether the local slope has settled into an exponent: ``(exponent, since, message)`` — the mean slope over the
+    last ``span``-fold range of t (a decade) and where that range starts, when the slope moves by at most ``tol``
+    over it; else ``(None, None, message)`` saying how far it still moves, or that the run does not span a decade.
+    Reading a slope as an exponent before it has settled is the first-hour mistake this guards against."""
+    t, slope = np.asarray(t, float), np.asarray(slope, float)
+    ok = np.isfinite(slope) & (t > 0)
+    if not ok.any() or t[ok][-1] / t[ok][0] < span:
+        return None, None, f"the run does not span a factor {span:g} of t with a finite slope: no exponent can be read"
+    end = t[ok][-1]
+    window = ok & (t >= end / span)
+    low, high = float(slope[window].min()), float(slope[window].max())
+    if high - low <= tol:
+        value = float(slope[window].mean())
+        return (
+            value,
+            float(end / span),
+            (
+                f"settled: the local slope is {value:.3g} (within ±{(high - low) / 2:.2g}) on t ∈ "
+                f"[{end / span:.3g}, {end:.3g}]"
+            ),
+        )
+    return (
+        None,
+        None,
+        (
+            f"not settled: the local slope moves from {slope[window][0]:.3g} to {slope[window][-1]:.3g} on t ∈ "
+            f"[{end / span:.3g}, {end:.3g}] (range {high - low:.2g} > {tol:g}): it is not yet an exponent"
+        ),
+    )

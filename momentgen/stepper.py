@@ -13,11 +13,15 @@ The loop knows nothing of words, models or closures; times are on whatever axis 
 uses (the hierarchy's t or τ).
 """
 
+import sys
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.integrate import BDF, DOP853, LSODA, RK45, Radau
 from scipy.optimize import brentq
+
+from .progress import STATUS_EVERY
 
 __all__ = ["SOLVERS", "Event", "Trajectory", "integrate"]
 
@@ -110,6 +114,16 @@ class _Run:
         self.ts, self.ys, self.next_out = [grid[0]], [y0], 1
         self.nfev = self.steps = self.failures = self.total_failures = self.calm = self.stalled = 0
         self.limit, self.solver = np.inf, None
+        self.began = self.reported = time.perf_counter()
+
+    def report(self):
+        """A status line on stderr every `STATUS_EVERY` seconds of a long run (a run of minutes is never silent);
+        nothing for a run shorter than that. Times are on the integrator's axis."""
+        now = time.perf_counter()
+        if now - self.reported >= STATUS_EVERY:
+            self.reported = now
+            print(f"momentgen: integrating, t = {self.t:.4g} of {self.T:.4g} after {self.steps} steps, "
+                  f"{now - self.began:.0f} s", file=sys.stderr, flush=True)  # fmt: skip
 
     def start(self, max_step=np.inf):
         return self.solver_class(self.fun, self.t, self.y, self.T, max_step=max_step, **self.options)
@@ -196,6 +210,7 @@ class _Run:
             return self.finish(event.status, f"{event.status} at t = {root:.6g}: {event.why}", root)
         self.t, self.y = t_new, y_new
         self.failures = 0
+        self.report()
         if self.on_step is not None:
             self.on_step(self.t, self.y)
         self.calm += 1

@@ -297,7 +297,12 @@ def _drift(config, start, dims, kappa, curve_kappa, plan, say):
             message += f"; with the finite-learning-rate term at κ = {kappa:.3g} it agrees"
     check = {
         "passed": passed,
-        "message": message if not passed else f"worst μ({words[worst]}): {abs(gap[worst]) / se[worst]:.1f} SE",
+        "message": message
+        if not passed
+        else (
+            f"worst μ({words[worst]}): {abs(gap[worst]) / se[worst]:.1f} SE, {abs(gap[worst]) / tolerance[worst]:.2f}× "
+            f"the tolerance ({SIGMAS:g} SE + {DRIFT_REST:.0%} of the drift)"
+        ),
         "words": words,
         "kappa": kappa,
         "curve_kappa": curve_kappa,
@@ -551,7 +556,7 @@ def _extrapolate(config, theory, gaps, dims, kappa, n_seeds, times):
     model_label = "1/d" if power == 1.0 else "1/√d"
     message = (
         f"SGD − theory (each from the run's own start), extrapolated to d = ∞ in {model_label} from d = {d1}, "
-        f"{d2}, is {rows[worst]['sup_gap']:.3g} on μ({worst}): {rows[worst]['ratio']:.1f}× the tolerance at "
+        f"{d2}, is {rows[worst]['sup_gap']:.3g} on μ({worst}): {rows[worst]['ratio']:.2f}× the tolerance at "
         f"t = {rows[worst]['at']:.3g}"
     )
     if (max(r["ratio_other_model"] for r in rows.values()) <= 1.0) != passed:

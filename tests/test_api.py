@@ -152,3 +152,52 @@ def test_every_module_is_in_the_architecture_layer_table():
     assert not missing, f"not in docs/ARCHITECTURE.md's layer table: {missing}"
     packages = {p.parent.name for p in modules if p.parent.name != "momentgen"}
     assert packages <= set(named), packages - set(named)
+
+
+def test_the_layout_checker_sees_a_legend_over_error_bars_and_bar_bodies():
+    """Issue 45: schedules.png's legend covered constant-rate error bars and verify.png's a bar's body, and
+    `layout_problems` passed both (it counted only markers and the tops of bars). Constructed: an error bar whose
+    marker is clear of the legend but whose upper half lies under it, and a bar whose body (not its top) does."""
+    from momentgen.figures import new_figure
+
+    figure, axes = new_figure(2)
+    ax = axes[0]
+    ax.errorbar([0.5], [0.3], yerr=[0.65], fmt="o", label="SGD, constant rate")
+    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="t", ylabel="risk")
+    ax.legend(loc="upper center")
+    ax = axes[1]
+    ax.bar([0, 1, 2], [1.0, 0.2, 0.2], label="sup error")
+    ax.set(ylim=(0, 1.05), xlabel="check", ylabel="ratio")
+    ax.legend(loc="center left")
+    problems = layout_problems(figure)
+    assert len(problems) == 2 and all("the legend covers" in p for p in problems), problems
+
+
+def test_where_no_closure_is_named_the_one_that_vouches_runs():
+    """Issue 45: `mg.solve(cfg)` on fig4_linear, whose configured zero closure vouches only until t = 0.01 of 0.05,
+    runs the quadrature closure instead and says so; naming the zero closure (or a degree) keeps it."""
+    config = mg.load_config("fig4_linear", integrate={"points": 6})
+    result = mg.solve(config)
+    assert result.closure == "quadrature" and result.valid_until == pytest.approx(0.05)
+    assert result.message.startswith("the configured zero closure vouches only until t = 0.01 of 0.05")
+    assert mg.solve(config, closure="zero").closure == "zero"
+    assert mg.solve(config, degree=6).closure == "zero"
+
+
+def test_papercuts_of_the_first_hour():
+    """Issue 45's papercuts: `momentgen.examples.names()` without importing the submodule; `plot(words="risk")` is
+    one column (it was read letter by letter: "no column 'r'"); `q11`/`q12` name the order parameters the figures
+    label; a sweep over sgd.schedule says that the configuration's warm-up reaches every arm."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import momentgen; print(momentgen.examples.names()[0])"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "fig1_tied_softmax", done.stderr
+    result = mg.solve("fig4_linear", closure="quadrature", degree=5, integrate={"T": 0.01, "points": 3})
+    assert result.plot(words="risk").get_ylabel() == "population risk"
+    labels = [line.get_label() for line in result.plot(words=["q11", "q12"]).get_lines()]
+    assert labels[0].startswith("q11 = μ(S1 S1)") and labels[1].startswith("q12 = μ(S1 S2)")
+    with pytest.warns(UserWarning, match="every arm keeps the configuration's warmup = 0.1"):
+        with pytest.raises(mg.MomentgenError, match="closure"):  # the warning comes before any run
+            mg.sweep("schedules", {"sgd.schedule": ["constant", "cosine"]}, n_jobs=1, closure="nope")
