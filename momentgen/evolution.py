@@ -97,26 +97,51 @@ def write_spectrum(data, path, config):
 
 
 def spectrum_figure(data):
-    """One panel per time: the theory's density over SGD's eigenvalue histogram."""
+    """Two rows, one column per time. Top: the theory's density over SGD's eigenvalue histogram, the y axis set by
+    the histogram and the bulk of the theory (an integrable spike at a hard edge or an atom runs out of the frame,
+    marked by an arrow at its place). Bottom: the CDFs — the theory's with the band its spectral rule certifies
+    (``cdf_low`` … ``cdf_high``), and SGD's empirical one — where a spike or an atom reads as a step."""
     times, time_scale = data["t"], data["time_scale"]
-    fig, axes = figures.new_figure(len(times), width=3.2, height=3.2)
+    fig, axes = figures.new_figure(len(times), 2, width=3.2, height=2.9)
     x = np.asarray(data["x"])
-    for i, (ax, t) in enumerate(zip(axes, times)):
-        low, high = _panel_range(
-            x, np.asarray(data["cdf"][i]), data.get("sgd", {}).get("eigenvalues", [None] * (i + 1))[i]
-        )
-        if "sgd" in data:
-            values = np.asarray(data["sgd"]["eigenvalues"][i])
-            ax.hist(values, bins=40, range=(low, high), density=True, color="0.85", edgecolor="0.6", lw=0.4,
-                    zorder=figures.MEASURED_Z, label=f"online SGD's eigenvalues, d = {data['sgd']['d']}")  # fmt: skip
-        figures.theory(ax, x, data["density"][i], f"theory ({data['closure']} closure)")
-        ax.set_xlim(low, high)
-        inside = (x >= low) & (x <= high)
-        top = np.percentile(np.asarray(data["density"][i])[inside], 90) if inside.any() else 1.0
-        if "sgd" in data:  # an integrable spike at a hard edge must not flatten the rest
-            counts, _ = np.histogram(data["sgd"]["eigenvalues"][i], bins=40, range=(low, high), density=True)
-            top = max(top, counts.max())
-        ax.set_ylim(0, max(top * 1.4, 1e-9))
-        title = f"{time_scale.split('=')[0].strip()} = {t:g}"
-        figures.finish(ax, f"eigenvalue of {data['of']}", "density", title, legend=i == 0, fontsize=7)
+    for i, (top_ax, cdf_ax) in enumerate(zip(*axes)):
+        eigenvalues = np.asarray(data["sgd"]["eigenvalues"][i]) if "sgd" in data else None
+        low, high = _panel_range(x, np.asarray(data["cdf"][i]), eigenvalues)
+        title = f"{time_scale.split('=')[0].strip()} = {times[i]:g}"
+        _density_panel(top_ax, data, i, x, eigenvalues, (low, high), title)
+        _cdf_panel(cdf_ax, data, i, x, eigenvalues, (low, high))
     return fig
+
+
+def _density_panel(ax, data, i, x, eigenvalues, limits, title):
+    low, high = limits
+    if eigenvalues is not None:
+        ax.hist(eigenvalues, bins=40, range=(low, high), density=True, color="0.85", edgecolor="0.6", lw=0.4,
+                zorder=figures.MEASURED_Z, label=f"online SGD's eigenvalues, d = {data['sgd']['d']}")  # fmt: skip
+    density = np.asarray(data["density"][i])
+    figures.theory(ax, x, density, f"theory ({data['closure']} closure)")
+    ax.set_xlim(low, high)
+    inside = (x >= low) & (x <= high)
+    top = np.percentile(density[inside], 90) if inside.any() else 1.0
+    if eigenvalues is not None:  # an integrable spike at a hard edge must not flatten the rest
+        top = max(top, np.histogram(eigenvalues, bins=40, range=(low, high), density=True)[0].max())
+    top = max(top * 1.4, 1e-9)
+    ax.set_ylim(0, top)
+    if inside.any() and density[inside].max() > top:  # the spike's place, since its height is off the frame
+        peak = x[inside][np.argmax(density[inside])]
+        ax.annotate("", (peak, top), (peak, 0.8 * top), arrowprops={"arrowstyle": "->", "color": "C0", "lw": 0.8})
+    figures.finish(ax, f"eigenvalue of {data['of']}", "density", title, legend=i == 0, fontsize=6)
+
+
+def _cdf_panel(ax, data, i, x, eigenvalues, limits):
+    ax.fill_between(x, data["cdf_low"][i], data["cdf_high"][i], color="C0", alpha=0.25, lw=0, zorder=figures.EXACT_Z,
+                    label="band the rule certifies")  # fmt: skip
+    figures.theory(ax, x, data["cdf"][i], "theory")
+    if eigenvalues is not None:
+        values = np.sort(eigenvalues)
+        (line,) = ax.step(values, np.arange(1, len(values) + 1) / len(values), where="post", color="0.35", lw=0.9,
+                          zorder=figures.MEASURED_Z, label="SGD (empirical)")  # fmt: skip
+        line.set_gid("measured")
+    ax.set_xlim(*limits)
+    ax.set_ylim(-0.02, 1.02)
+    figures.finish(ax, f"eigenvalue of {data['of']}", "CDF", None, legend=i == 0, fontsize=6)
