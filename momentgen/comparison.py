@@ -280,20 +280,22 @@ def figure(data):
     fig, row = figures.new_figure(n, width=4.2, height=3.9)
     axes = [row]
     markers = dict(zip(map(str, data["d"]), figures.MARKERS))  # keyed as in the JSON: by str(d)
+    styles = _theory_styles(data)
     for ax, w in zip(axes[0], words):
-        windows = [_theory_curve(ax, name, th, w) for name, th in data["theory"].items()]
+        windows = [_theory_curve(ax, name, th, w, styles[name]) for name, th in data["theory"].items()]
         horizon = max(max(th["t"]) for th in data["theory"].values())
         if windows and max(windows) < horizon:  # no theory curve vouches for this part
             ax.axvspan(max(windows), horizon, color="0.92", zorder=0, lw=0, label="beyond every window")
         for d, run in data["sgd"].items():
             t, mean, spread = np.array(run["t"]), np.array(run["mean"][w]), np.array(run["spread"][w])
-            figures.measured(ax, t, mean, spread, f"online SGD, d = {d} (±1 sd)", marker=markers[str(d)])
+            color = _SGD_COLORS[list(data["sgd"]).index(d) % len(_SGD_COLORS)]
+            figures.measured(ax, t, mean, spread, f"online SGD, d = {d} (±1 sd)", marker=markers[str(d)], color=color)
         for d, flow in data["flow"].items():
             figures.measured(ax, flow["t"], flow["series"][w], None, f"matrix flow, d = {d}", marker="x", color="C7")
         ax.set(ylim=_limits(data, w))
         figures.finish(ax, figures.time_label(data["time_scale"]), f"μ({w})", legend=False)
     if risk:
-        _risk_panel(axes[0][len(words)], data, markers)
+        _risk_panel(axes[0][len(words)], data, markers, styles)
     if fast:
         _fast_panel(axes[0][-1], data)
     handles, labels = axes[0][0].get_legend_handles_labels()
@@ -308,12 +310,35 @@ def figure(data):
     return fig
 
 
-def _theory_curve(ax, name, th, w):
+#: One hue family per closure (shades by degree or size) and a dash per start d: nine curves stay apart.
+_FAMILIES = {"zero": "Blues", "quadrature": "Greens", "matrix-model": "Reds"}
+#: SGD per d: dark, distinct colours (with distinct markers), under the theory's lines.
+_SGD_COLORS = ("0.15", "tab:brown", "tab:purple", "0.5")
+
+
+def _theory_styles(data):
+    """{theory label: {"color", "ls"}}: a closure's curves share a hue, darker for a finer degree or size; curves
+    started from different d differ in dash."""
+    import matplotlib  # noqa: PLC0415 - plotting is optional
+
+    starts = sorted({str(th.get("start_d")) for th in data["theory"].values()})
+    dashes = dict(zip(starts, ("-", "--", "-.", (0, (5, 1, 1, 1)))))
+    styles = {}
+    for closure, family in _FAMILIES.items():
+        names = [name for name, th in data["theory"].items() if th["closure"] == closure]
+        shades = np.linspace(0.45, 0.95, len(names)) if len(names) > 1 else [0.75]
+        for name, shade in zip(names, shades):
+            start = str(data["theory"][name].get("start_d"))
+            styles[name] = {"color": matplotlib.colormaps[family](shade), "ls": dashes.get(start, "-")}
+    return styles
+
+
+def _theory_curve(ax, name, th, w, style):
     t, y = np.array(th["t"]), np.array(th["series"][w])
     reached = th["status"] in REACHED
     until = th["valid_until"] if CLOSURES[th["closure"]].window_from_degrees or not reached else t[-1]
     inside = t <= until + 1e-12
-    line = figures.theory(ax, t, y, f"{name} ({th['status']})", valid_until=until)
+    line = figures.theory(ax, t, y, f"{name} ({th['status']})", valid_until=until, **style)
     if (~inside).any():  # where this curve stops vouching
         ax.axvline(max(until, t[0]), color=line.get_color(), ls=":", lw=0.8)
     estimate = th.get("error_series", {}).get("estimate")
@@ -323,16 +348,17 @@ def _theory_curve(ax, name, th, w):
     return until
 
 
-def _risk_panel(ax, data, markers):
+def _risk_panel(ax, data, markers, styles):
     """The population risk on a log axis: each theory's Φ along its curve (dotted past its window), SGD's
     fresh-sample estimate ± 1 standard error per d."""
-    for th in data["theory"].values():
+    for name, th in data["theory"].items():
         t, risk = np.array(th["t"]), np.array(th["derived"]["risk"], dtype=float)
         reached = th["status"] in REACHED
         until = th["valid_until"] if CLOSURES[th["closure"]].window_from_degrees or not reached else t[-1]
-        figures.theory(ax, t, risk, None, valid_until=until)
-    for d, run in data["sgd"].items():
-        figures.measured(ax, run["t"], run["risk"], run["risk_se"], None, marker=markers[str(d)])
+        figures.theory(ax, t, risk, None, valid_until=until, **styles[name])
+    for k, (d, run) in enumerate(data["sgd"].items()):
+        figures.measured(ax, run["t"], run["risk"], run["risk_se"], None, marker=markers[str(d)],
+                         color=_SGD_COLORS[k % len(_SGD_COLORS)])  # fmt: skip
     figures.finish(ax, figures.time_label(data["time_scale"]), "population risk", "risk (log scale)", False, True)
 
 
