@@ -201,3 +201,18 @@ def test_papercuts_of_the_first_hour():
     with pytest.warns(UserWarning, match="every arm keeps the configuration's warmup = 0.1"):
         with pytest.raises(mg.MomentgenError, match="closure"):  # the warning comes before any run
             mg.sweep("schedules", {"sgd.schedule": ["constant", "cosine"]}, n_jobs=1, closure="nope")
+
+
+def test_a_folder_named_momentgen_beside_a_script_does_not_shadow_the_package(tmp_path):
+    """Issue 45: a script run beside a clone named `momentgen` imported the clone's folder as an empty namespace
+    package ("module 'momentgen' has no attribute 'load_config'", "unknown location"), even with `pip install -e`:
+    `make install` installs in setuptools' compat editable mode, which puts the package's folder on sys.path, where
+    a regular package wins over a namespace portion."""
+    import subprocess
+    import sys
+
+    (tmp_path / "momentgen").mkdir()
+    (tmp_path / "momentgen" / "pyproject.toml").write_text("[project]\nname = 'momentgen'\n")
+    (tmp_path / "s.py").write_text("import momentgen as mg\nprint(mg.load_config('fig4_linear').model.kind)\n")
+    done = subprocess.run([sys.executable, "s.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "tied", done.stderr[-500:]
