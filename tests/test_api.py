@@ -216,3 +216,17 @@ def test_a_folder_named_momentgen_beside_a_script_does_not_shadow_the_package(tm
     (tmp_path / "s.py").write_text("import momentgen as mg\nprint(mg.load_config('fig4_linear').model.kind)\n")
     done = subprocess.run([sys.executable, "s.py"], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "tied", done.stderr[-500:]
+
+
+def test_a_long_integration_prints_a_status_line(monkeypatch, capsys):
+    """Issue 45: a 353 s solve printed nothing. The stepping loop writes one status line on stderr every
+    `STATUS_EVERY` seconds (here made 0: every step), with the time reached and the horizon; a short run at the
+    default prints none."""
+    from momentgen import stepper
+
+    config = mg.load_config("fig4_linear", integrate={"T": 0.01, "points": 3})
+    mg.solve(config, closure="zero", degree=4)
+    assert "momentgen: integrating" not in capsys.readouterr().err
+    monkeypatch.setattr(stepper, "STATUS_EVERY", 0.0)
+    mg.solve(config, closure="zero", degree=4)
+    assert "momentgen: integrating, t = " in capsys.readouterr().err
