@@ -158,7 +158,7 @@ def main():
     print(
         f"{'a':>5s} {'theory':>8s} "
         + " ".join(f"{'SGD d=' + str(d):>9s}" for d in DIMENSIONS)
-        + "   (local slope at T)"
+        + "   (slope on [T/2, T])"
     )
     for row in table:
         print(f"{row['a']:>5s} {row['theory']:8.3f} " + " ".join(f"{row[f'sgd_d{d}']:9.3f}" for d in DIMENSIONS))

@@ -77,7 +77,7 @@ def local_slope(t, risk):
     breaks = np.flatnonzero(np.diff(usable) != 1)
     usable = usable[: breaks[0] + 1] if breaks.size else usable  # the first run of consecutive usable points
     if len(usable) >= 3:
-        out[usable] = np.gradient(np.log(risk[usable]), np.log(t[usable]))
+        out[usable] = np.gradient(np.log(risk[usable]), np.log(t[usable]), edge_order=2)
     return out
 
 
