@@ -129,6 +129,16 @@ class Comparison(dict):
     def to_json(self):
         return dict(self)
 
+    def _repr_html_(self):
+        """What a notebook shows: the note, where the figure is, and the sup errors (theory vs SGD first)."""
+        from .display import summary_html  # noqa: PLC0415
+
+        table = sorted(self["table"], key=lambda row: row["comparison"] != "theory-sgd")
+        rows = [(r["observable"], r["comparison"], r["theory"], r["d"], r["sup_error"]) for r in table]
+        lines = [("figure", getattr(self, "figure", None)), ("note", self.get("note"))]
+        header = ("observable", "comparison", "theory", "d", "sup error")
+        return summary_html(f"compare: {self['model']}", lines, header, rows)
+
 
 def compare(
     config, degrees=None, dims=None, seeds=None, out=None, closures=None, theory_init="finite", finite_lr=None, **kw
@@ -218,6 +228,17 @@ class Sweep(list):
                 frame.insert(0, name, value)
             frames.append(frame)
         return pandas.concat(frames, ignore_index=True).set_index([*self[0][0], "t"])
+
+    def to_xarray(self):
+        """An `xarray.Dataset` whose dimensions are the swept parameters and ``t`` (a run's missing times are NaN),
+        one variable per column of `to_pandas` (``vouched`` as 1/0). Needs xarray."""
+        from .display import require_xarray  # noqa: PLC0415
+
+        xarray = require_xarray()
+        frame = self.to_pandas()
+        if "vouched" in frame:
+            frame = frame.assign(vouched=frame["vouched"].astype(float))
+        return xarray.Dataset.from_dataframe(frame)
 
 
 JOBS = {"solve": solve, "simulate": simulate}

@@ -131,6 +131,34 @@ class Result:
         )
         return frame
 
+    def to_xarray(self):
+        """An `xarray.Dataset` with dimension ``t`` (the kind's axis), one variable per canonical word and per derived
+        column, ``vouched`` (1 inside the window the closure vouches for), and ``attrs``: status, message, valid_until,
+        time scale, closure, κ, the estimate, the configuration's digest and momentgen's version. ``to_netcdf``
+        round-trips it. Needs xarray (``pip install 'momentgen[xarray]'``)."""
+        from . import __version__  # noqa: PLC0415 - the package imports this module
+        from .display import to_dataset  # noqa: PLC0415
+
+        frame = self.to_pandas()
+        columns = {name: frame[name].to_numpy(dtype=float) for name in frame.columns}
+        return to_dataset(self.t, columns, {**frame.attrs, "config_hash": self.config_hash, "momentgen": __version__})
+
+    def _repr_html_(self):
+        """What a notebook shows: the status, the window, the estimate and each column at the start and the end."""
+        from .display import summary_html  # noqa: PLC0415
+
+        t = np.asarray(self.t)
+        columns = {**self.series, **{k: v for k, v in self.derived.items() if k != "integrated_t"}}
+        arrays = {name: np.asarray(values, float) for name, values in columns.items()}
+        rows = [(name, values[0], values[-1]) for name, values in arrays.items() if len(values)]
+        end = f"{t[-1]:.4g}" if len(t) else "—"
+        lines = [("status", self.status), ("vouched for until", f"{self.valid_until:.4g} of {end} ({self.time_scale})")]
+        if self.error_estimate is not None:
+            bound = "a bound" if self.estimate_is_bound else "not a bound"
+            lines.append(("error estimate at the end", f"{self.error_estimate:.3g} ({bound})"))
+        lines.append(("message", self.message))
+        return summary_html(f"{self.model}: {self.source}", lines, ("column", "t = 0", f"t = {end}"), rows)
+
     def spectrum(self, letter, t, points=400, x=None):
         """The spectral distribution of a trainable ``letter`` (e.g. ``"S1"``; for a letter that is not
         symmetric, of ``X Xᵀ``: the squared singular values) at the output time ``t``, from the closure's

@@ -98,6 +98,14 @@ class Verification:
         """One row per check: [check, passed, message] (the CSV ``verify`` writes)."""
         return [[name, check["passed"], check["message"]] for name, check in self.checks.items()]
 
+    def _repr_html_(self):
+        """What a notebook shows: the verdict, its message and one line per check."""
+        from .display import summary_html  # noqa: PLC0415
+
+        marks = {True: "pass", False: "FAIL", None: "—"}
+        rows = [(name, marks[passed], message) for name, passed, message in self.rows()]
+        return summary_html(f"verify: {self.verdict}", [("message", self.message)], ("check", "", "message"), rows)
+
     def to_pandas(self):
         """A `pandas.DataFrame` indexed by check (columns ``passed``, ``message``); ``attrs`` hold the verdict."""
         import pandas  # noqa: PLC0415 - optional at import time

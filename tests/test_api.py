@@ -230,3 +230,47 @@ def test_a_long_integration_prints_a_status_line(monkeypatch, capsys):
     monkeypatch.setattr(stepper, "STATUS_EVERY", 0.0)
     mg.solve(config, closure="zero", degree=4)
     assert "momentgen: integrating, t = " in capsys.readouterr().err
+
+
+def test_results_as_labelled_arrays_round_trip_through_netcdf(tmp_path):
+    """Issue 47 (items 2 and 5, in part): `Result.to_xarray()` (dimension t, a variable per word and derived
+    column, the status and window in attrs) survives `to_netcdf` and back exactly; `Sweep.to_xarray()` has the swept
+    parameter as a dimension; a notebook shows a Result, a Verification and a Comparison as short HTML, escaped."""
+    import xarray
+
+    from momentgen.verification import Verification
+
+    result = mg.solve("fig4_linear", closure="quadrature", degree=5, integrate={"T": 0.02, "points": 5})
+    dataset = result.to_xarray()
+    assert list(dataset.dims) == ["t"] and dataset.attrs["status"] == result.status
+    assert np.array_equal(dataset["S1 S2"].values, np.asarray(result.series["S1 S2"]))
+    dataset.to_netcdf(tmp_path / "r.nc")
+    back = xarray.open_dataset(tmp_path / "r.nc")
+    assert all(np.array_equal(back[v].values, dataset[v].values, equal_nan=True) for v in dataset.data_vars)
+    assert back.attrs["valid_until"] == result.valid_until
+    sweep = mg.sweep("fig4_linear", {"model.gamma": [0.0, 0.1]}, closure="zero", degree=4, n_jobs=1,
+                     integrate={"T": 0.01, "points": 3})  # fmt: skip
+    grid = sweep.to_xarray()
+    assert dict(grid.sizes) == {"model.gamma": 2, "t": 3}
+    assert grid["S1 S1"].sel({"model.gamma": 0.1}).values[-1] == sweep[1][1].series["S1 S1"][-1]
+    page = result._repr_html_()
+    assert result.status in page and "<table>" in page and len(page) < 4000
+    hostile = Verification("disagree", "<script>alert(1)</script>", {"drift": {"passed": False, "message": "<b>"}})
+    assert "<script>" not in hostile._repr_html_() and "&lt;script&gt;" in hostile._repr_html_()
+
+
+def test_comparison_html_and_a_missing_xarray(monkeypatch):
+    """A Comparison shows its note and its sup errors, theory–SGD rows first; without xarray, `to_xarray` is a
+    one-line error saying how to install it."""
+    import sys
+
+    from momentgen.api import Comparison
+
+    rows = [{"observable": "S1", "comparison": c, "theory": "M=4", "d": 100, "sup_error": e}
+            for c, e in (("flow-sgd", 0.3), ("theory-sgd", 0.25))]  # fmt: skip
+    page = Comparison({"model": "tied", "table": rows, "note": "ran <quadrature>"})._repr_html_()
+    assert page.index("theory-sgd") < page.index("flow-sgd") and "ran &lt;quadrature&gt;" in page
+    monkeypatch.setitem(sys.modules, "xarray", None)
+    result = mg.solve("fig4_linear", closure="zero", degree=4, integrate={"T": 0.01, "points": 3})
+    with pytest.raises(mg.MomentgenError, match=r"pip install 'momentgen\[xarray\]'"):
+        result.to_xarray()
