@@ -20,6 +20,7 @@ import math
 import os
 import tempfile
 import warnings
+from functools import partial
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -33,8 +34,9 @@ from .errors import shown
 from .parallel import check_n_jobs, check_scheduler
 from .reference import simulate_config
 from .results import Result
+from .store import open_store
 
-__all__ = ["load_config", "solve", "simulate", "compare", "verify", "sweep", "Comparison", "Sweep"]
+__all__ = ["load_config", "solve", "simulate", "compare", "verify", "sweep", "stored", "Comparison", "Sweep"]
 
 
 def _config(config, overrides, finite_lr=None):
@@ -48,16 +50,25 @@ def _flag(value, name):
     return value
 
 
-def solve(config, closure=None, degree=None, size=None, finite_lr=None, times=(), spectra=False, **overrides):
+def solve(
+    config, closure=None, degree=None, size=None, finite_lr=None, times=(), spectra=False, cache=None, **overrides
+):
     """The d = ∞ curve with the chosen closure (default ``[truncation] closure``): a `Result`.
     ``finite_lr=True`` adds the finite-learning-rate term at κ = lr·d/batch of ``[sgd]``; ``times``: extra
     output times in [0, T]; ``spectra=True`` records the trainable letters' spectra for `Result.spectrum`
     (quadrature and matrix-model closures). ``closure``, ``degree`` and ``size`` are validated like the
     file's ``[truncation]`` keys. Where no closure is named (``closure`` and ``degree`` None) and the configured
     one's window ends before the horizon, the closure that vouches for the horizon is run instead
-    (`momentgen.closures.vouching_closure`, as `verify` does) and the result's message says so."""
+    (`momentgen.closures.vouching_closure`, as `verify` does) and the result's message says so. ``cache``: a folder
+    (or True: the default one) of the result store (`momentgen.store`): a stored run is read back, not recomputed."""
     times, spectra = _times(times), _flag(spectra, "spectra")
     config = _config(config, overrides, finite_lr)
+    arguments = {"closure": closure, "degree": degree, "size": size, "times": list(times), "spectra": spectra}
+    compute = partial(_solve, config, closure, degree, size, times, spectra)
+    return stored(cache, "solve", config, arguments, compute, Result.to_store, Result.from_store)
+
+
+def _solve(config, closure, degree, size, times, spectra):
     result = solve_with_closure(config, closure, degree, size, times=times, spectra=spectra)
     if closure is not None or degree is not None:
         return result
@@ -66,6 +77,21 @@ def solve(config, closure=None, degree=None, size=None, finite_lr=None, times=()
         return result
     result = solve_with_closure(chosen, size=size, times=times, spectra=spectra)
     result.message = f"{note}; {result.message}"
+    return result
+
+
+def stored(cache, job, config, arguments, compute, encode, decode):
+    """``compute()`` through the result store of ``cache`` (`momentgen.store`): a stored payload is decoded, else
+    the result is computed, encoded and filed under the key of ``job``, ``config`` and ``arguments``."""
+    store = open_store(cache)
+    if store is None:
+        return compute()
+    key = store.key(job, config, **arguments)
+    payload = store.get(key)
+    if payload is not None:
+        return decode(payload)
+    result = compute()
+    store.put(key, job, encode(result))
     return result
 
 
@@ -86,17 +112,23 @@ def _times(times):
     return tuple(times.tolist() if isinstance(times, np.ndarray) else times)
 
 
-def simulate(config, d=None, seeds=None, progress=None, **overrides):
+def simulate(config, d=None, seeds=None, progress=None, cache=None, **overrides):
     """Online SGD at ``d`` (default ``[sgd] d``), mean over ``seeds`` (a count or a list; default ``[sgd]
     seeds``): a `Result` (closure ``"sgd"``, ``extra["spread"]`` the standard deviation over seeds,
     ``derived["risk"]`` the risk on fresh samples and ``extra["risk_se"]`` its standard error,
-    ``extra["d"]``, ``extra["lr"]``…). ``d`` and ``seeds`` are validated like the file's ``[sgd]`` keys."""
+    ``extra["d"]``, ``extra["lr"]``…). ``d`` and ``seeds`` are validated like the file's ``[sgd]`` keys.
+    ``cache``: the result store, as `solve`'s (every seed is part of the configuration, so of the key)."""
     config = _config(config, overrides)
     sgd_overrides = {"d": d, "seeds": None if seeds is None else seed_list(seeds)}
     sgd_overrides = {k: v for k, v in sgd_overrides.items() if v is not None}
     config = config.replace(sgd=sgd_overrides) if sgd_overrides else config
+    compute = partial(_simulate, config, _flag(progress, "progress"))
+    return stored(cache, "simulate", config, {}, compute, Result.to_store, Result.from_store)
+
+
+def _simulate(config, progress):
     with threadpool_limits(1, "blas"):
-        data = simulate_config(config, progress=_flag(progress, "progress"))
+        data = simulate_config(config, progress=progress)
     t = np.asarray(data["t"])
     return Result(
         model=data["model"],
@@ -141,26 +173,33 @@ class Comparison(dict):
 
 
 def compare(
-    config, degrees=None, dims=None, seeds=None, out=None, closures=None, theory_init="finite", finite_lr=None, **kw
+    config,
+    degrees=None,
+    dims=None,
+    seeds=None,
+    out=None,
+    closures=None,
+    theory_init="finite",
+    finite_lr=None,
+    cache=None,
+    **kw,
 ):
     """Theory (per degree and closure) vs SGD and the matrix flow (per d): a `Comparison`. Defaults: the
     config's degree, d, seeds and closure; the theory starts from each d's SGD matrices
     (``theory_init="finite"``: the d = ∞ start makes a right theory look wrong at small d). ``out``:
-    where ``compare.png``/``.svg``/``.json`` go (a temporary folder when None)."""
+    where ``compare.png``/``.svg``/``.json`` go (a temporary folder when None). ``cache``: the result store, as
+    `solve`'s (a stored comparison's figure and table are written to ``out`` again from its numbers)."""
     overrides = {k: v for k, v in kw.items() if k not in ("scheduler", "n_jobs")}
     config = _config(config, overrides, finite_lr)
     degrees = [config.settings.truncation.degree] if degrees is None else int_list(degrees, "degrees")
     dims = [config.settings.sgd.d] if dims is None else int_list(dims, "dims")
-    note = None
-    if closures is None:  # the configured closure, or the one that vouches for the horizon (`solve`'s rule)
-        config, note = vouching_closure(config, solve_with_closure(config, degree=degrees[0]))
-    closures = [config.settings.truncation.closure] if closures is None else names(closures, "closures")
-    for degree in degrees:  # every value passes the file's own validation
+    named = None if closures is None else names(closures, "closures")
+    for closure in named or ():  # every value passes the file's own validation
+        config.replace(truncation={"closure": closure})
+    for degree in degrees:
         config.replace(truncation={"degree": degree})
     for d in dims:
         config.replace(sgd={"d": d})
-    for closure in closures:
-        config.replace(truncation={"closure": closure})
     seeds = (
         config.settings.sgd.seeds
         if seeds is None
@@ -171,20 +210,28 @@ def compare(
     if out is not None and not str(out).strip():
         raise ConfigError("out is empty: name a folder, or None for a temporary one")
     out = out or tempfile.mkdtemp(prefix="momentgen-compare-")
-    data = _compare.compare(
-        config,
-        degrees,
-        dims,
-        seeds,
-        out,
-        scheduler=kw.get("scheduler"),
-        n_jobs=kw.get("n_jobs"),
-        closures=closures,
-        theory_init=theory_init,
-    )
-    result = Comparison({**data, "note": note})
+    arguments = {"degrees": degrees, "dims": dims, "seeds": list(seeds), "closures": named, "theory_init": theory_init}
+    compute = partial(_compare_run, config, degrees, dims, seeds, out, named, theory_init, kw)
+    result = stored(cache, "compare", config, arguments, compute, dict, partial(_stored_comparison, config, out))
     result.figure = f"{out}/compare.png"
     return result
+
+
+def _compare_run(config, degrees, dims, seeds, out, named, theory_init, kw):
+    """`momentgen.comparison.compare` with the named closures, or the one that vouches for the horizon."""
+    note = None
+    if named is None:  # the configured closure, or the one that vouches for the horizon (`solve`'s rule)
+        config, note = vouching_closure(config, solve_with_closure(config, degree=degrees[0]))
+    data = _compare.compare(
+        config, degrees, dims, seeds, out, scheduler=kw.get("scheduler"), n_jobs=kw.get("n_jobs"),
+        closures=named or [config.settings.truncation.closure], theory_init=theory_init,
+    )  # fmt: skip
+    return Comparison({**data, "note": note})
+
+
+def _stored_comparison(config, out, payload):
+    """A stored comparison, its table and figure written to ``out`` again from its numbers."""
+    return Comparison(_compare.write_outputs(payload, out, config))
 
 
 def verify(
@@ -198,18 +245,41 @@ def verify(
     closure=None,
     budget=None,
     n_jobs=None,
+    cache=None,
     **overrides,
 ):
     """`momentgen.verification.verify` on a configuration: a `momentgen.verification.Verification`
     (``seeds`` a count or a list; ``closure`` the one to verify, default the configuration's — replaced by
     a whole-curve closure when a zero closure's window ends before the horizon; ``budget`` seconds to fit;
-    the arguments are validated as the CLI's are)."""
+    the arguments are validated as the CLI's are). ``cache``: the result store, as `solve`'s; a stored verdict's
+    ``verify.json`` and ``verify.csv`` are written to ``out`` again (its figure is the first run's)."""
     config = _config(config, overrides)
+    arguments = {"dims": _plain_list(dims), "seeds": _plain_list(seeds), "steps": steps, "kappa": kappa,
+                 "closure": closure, "budget": budget}  # fmt: skip
+    compute = partial(_verify_run, config, dims, seeds, steps, kappa, out, _flag(progress, "progress"), closure,
+                      budget, n_jobs)  # fmt: skip
+    return stored(cache, "verify", config, arguments, compute, _verify.Verification.to_json,
+                  partial(_stored_verification, out))  # fmt: skip
+
+
+def _plain_list(value):
+    """A list or count argument as the key reads it (validation is the run's: a bad value never reaches a key)."""
+    return list(value) if isinstance(value, (list, tuple, range, np.ndarray)) else value
+
+
+def _verify_run(config, dims, seeds, steps, kappa, out, progress, closure, budget, n_jobs):
     with threadpool_limits(1, "blas"):
         return _verify.verify(
             config, dims, seeds, steps=steps, kappa=kappa, out=out,
-            progress=_flag(progress, "progress"), closure=closure, budget=budget, n_jobs=n_jobs,
+            progress=progress, closure=closure, budget=budget, n_jobs=n_jobs,
         )  # fmt: skip
+
+
+def _stored_verification(out, payload):
+    result = _verify.Verification(**payload)
+    if out is not None:
+        _verify.write_summary(out, result)
+    return result
 
 
 class Sweep(list):
@@ -248,11 +318,13 @@ def sweep(config, grid, job="solve", n_jobs=None, scheduler=None, **options):
     """Run ``job`` ("solve" or "simulate") over the product of ``grid`` — ``{"table.key": [values]}``,
     e.g. ``{"model.gamma": [0.0, 0.1], "init.1.scale": [0.5, 1.0]}`` — in parallel with joblib (local
     processes) or, with ``scheduler`` (``tcp://host:port``), on a Dask cluster. ``options`` go to
-    the job (e.g. ``closure="quadrature"``). Returns a `Sweep`."""
+    the job (e.g. ``closure="quadrature"``; ``cache=…``: each point is stored as it ends, so an interrupted sweep
+    resumes where it stopped). Returns a `Sweep`."""
     if job not in JOBS:
         raise ConfigError(f"sweep runs one of {', '.join(JOBS)}, got {shown(job)}")
     check_n_jobs(n_jobs)
     check_scheduler(scheduler)
+    open_store(options.get("cache"))  # a bad cache argument fails here, not in every worker
     config = load_config(config)
     names = _grid_names(grid)
     count = math.prod(len(grid[n]) for n in names)

@@ -38,22 +38,23 @@ import sys
 import threading
 import time
 import warnings
+from functools import partial
 
 from threadpoolctl import threadpool_limits
 
-from . import __version__
-from .closures import CLOSURES, solve_with_closure, vouching_closure
+from . import __version__, api
+from .closures import CLOSURES
 from .codegen import cache_dir, clear_cache
-from .comparison import compare
 from .config import ConfigError, load_config
 from .emit import write_module
 from .errors import MomentgenError
 from .evolution import spectrum_evolution, write_spectrum
 from .files import ensure_outputs, provenance, write_csv, write_json, write_series_csv
 from .hierarchy import Model, build, check_size
+from .parallel import check_n_jobs, check_scheduler
 from .reference import simulate_config
 from .results import REACHED
-from .verification import EXIT_STATUS, verify
+from .verification import EXIT_STATUS
 from .words import MODELS, enumerate_words
 
 __all__ = ["main"]
@@ -172,12 +173,8 @@ def _cmd_solve(args):
     )
     ensure_outputs(_run_outputs(args.json), config.input_paths())
     start = time.perf_counter()
-    result = solve_with_closure(config)
-    if args.closure is None and args.degree is None:  # no closure named: the one that vouches for the horizon
-        chosen, note = vouching_closure(config, result)
-        if note is not None:
-            result = solve_with_closure(chosen)
-            result.message = f"{note}; {result.message}"
+    # no closure named (--closure, --degree): the one that vouches for the horizon (`momentgen.api.solve`)
+    result = api.solve(config, closure=args.closure, degree=args.degree, cache=args.cache)
     _write_run(args.json, {**result.to_json(), "provenance": provenance(config)}, result.t,
                {**result.series, **result.derived})  # fmt: skip
     rate = f" with the finite-learning-rate term (kappa = {result.kappa:.3g})" if result.kappa else ""
@@ -194,6 +191,13 @@ def _sgd_overrides(args):
     if isinstance(getattr(args, "d", None), int):
         given["d"] = args.d
     return given
+
+
+def _cache_argument(parser):
+    """``--cache [FOLDER]``: the result store (`momentgen.store`; without a folder, the default one)."""
+    parser.add_argument("--cache", nargs="?", const=True, default=None, metavar="FOLDER",
+                        help="read the result back from this result store if it holds it, else compute and file it "
+                        "(no FOLDER: $MOMENTGEN_CACHE or ~/.cache/momentgen)")  # fmt: skip
 
 
 def _sgd_arguments(parser, d=False):
@@ -256,7 +260,7 @@ def _cmd_simulate(args):
     seeds = None if args.seeds is None else list(range(args.seeds))
     config = _load(args, sgd={"d": args.d, "seeds": seeds, **_sgd_overrides(args)})
     ensure_outputs(_run_outputs(args.json), config.input_paths())
-    result = simulate_config(config)
+    result = api.stored(args.cache, "simulate-json", config, {}, partial(simulate_config, config), dict, dict)
     columns = {**result["series"], **{k: result[k] for k in ("risk", "risk_se", "integrated_t") if k in result}}
     _write_run(args.json, {**result, "provenance": provenance(config)}, result["t"], columns)
     print(
@@ -274,33 +278,37 @@ def _cmd_compare(args):
     config = _load(args, integrate={"finite_lr": True if args.finite_lr else None}, sgd=_sgd_overrides(args))
     degrees = _int_list(args.degrees, "--degrees") or [config.settings.truncation.degree]
     dims = _int_list(args.d, "--d") or [config.settings.sgd.d]
-    if not args.closures and not args.degrees:  # no closure named: the one that vouches for the horizon
-        config, note = vouching_closure(config, solve_with_closure(config))
-        if note is not None:
-            print(f"momentgen: {note}", file=sys.stderr)
-    closures = args.closures.split(",") if args.closures else [config.settings.truncation.closure]
-    unknown = [c for c in closures if c not in CLOSURES]
+    closures = args.closures.split(",") if args.closures else None
+    unknown = [c for c in closures or () if c not in CLOSURES]
     if unknown:
         raise MomentgenError(f"--closures {unknown[0]!r} is not a closure: choose from {', '.join(CLOSURES)}")
+    if closures is None and args.degrees:  # degrees name the configured closure's resolution: keep it
+        closures = [config.settings.truncation.closure]
     for M in degrees:  # every degree and d passes the same validation as the file's own
         config.replace(truncation={"degree": M})
     for d in dims:
         config.replace(sgd={"d": d})
+    check_n_jobs(args.jobs)
+    check_scheduler(args.scheduler)
     out = _out_path(args.out)
     figures = [("compare figure", out / f"compare.{suffix}") for suffix in ("png", "svg", "pdf")]
     ensure_outputs([("compare JSON", out / "compare.json"), ("compare CSV", out / "compare.csv"), *figures],
                    config.input_paths())  # fmt: skip
-    data = compare(
+    # no closure named (--closures, --degrees): the one that vouches for the horizon (`momentgen.api.compare`)
+    data = api.compare(
         config,
         degrees,
         dims,
         _seed_list(config, args.seeds),
         out,
-        scheduler=args.scheduler,
-        n_jobs=args.jobs,
         closures=closures,
         theory_init=args.theory_init,
+        cache=args.cache,
+        scheduler=args.scheduler,
+        n_jobs=args.jobs,
     )
+    if data.get("note"):
+        print(f"momentgen: {data['note']}", file=sys.stderr)
     print(f"{'observable':14s} {'comparison':12s} {'theory':>20s} {'d':>5s} {'sup error':>10s} {'in window':>10s}")
     for row in data["table"]:
         valid = "—" if row["sup_error_valid"] is None or row["valid_until"] == 0 else f"{row['sup_error_valid']:.2e}"
@@ -322,9 +330,9 @@ def _cmd_verify(args):
         outputs += [("verify output", folder / name) for name in ("verify.json", "verify.csv", "verify.png")]
         outputs += [("verify figure", folder / f"verify.{suffix}") for suffix in ("svg", "pdf")]
     ensure_outputs(outputs, config.input_paths())
-    result = verify(
+    result = api.verify(
         config, dims, list(range(args.seeds)), steps=args.steps, kappa=args.kappa, out=args.out,
-        closure=args.closure, budget=args.budget, n_jobs=args.jobs,
+        closure=args.closure, budget=args.budget, n_jobs=args.jobs, cache=args.cache,
     )  # fmt: skip
     if args.json:
         write_json(args.json, {**result.to_json(), "provenance": provenance(config)})
@@ -444,6 +452,7 @@ def _parser():
         help="add the finite-learning-rate term at kappa = lr*d/batch of [sgd] (as [integrate] finite_lr = true)",
     )
     _sgd_arguments(solve, d=True)
+    _cache_argument(solve)
     solve.set_defaults(run=_cmd_solve)
 
     simulate = sub.add_parser("simulate", help="run the online-SGD reference")
@@ -452,6 +461,7 @@ def _parser():
     simulate.add_argument("--d", type=_positive_int, help="override [sgd] d")
     _sgd_arguments(simulate)
     simulate.add_argument("--seeds", type=_positive_int, help="number of seeds 0..N-1 (default: [sgd] seeds)")
+    _cache_argument(simulate)
     simulate.set_defaults(run=_cmd_simulate)
 
     comparison = sub.add_parser("compare", help="theory vs SGD vs matrix flow: figure and error table")
@@ -478,6 +488,7 @@ def _parser():
         action="store_true",
         help="also draw each theory curve with the finite-learning-rate term at the runs' kappa = lr*d/batch",
     )
+    _cache_argument(comparison)
     comparison.set_defaults(run=_cmd_compare)
 
     check = sub.add_parser("verify", help="independent evidence for a configuration, with a verdict")
@@ -498,6 +509,7 @@ def _parser():
     check.add_argument("--jobs", type=_positive_int, help="worker processes for the seeds (default 2)")
     check.add_argument("--json", help="output JSON path (and its CSV beside it)")
     check.add_argument("--out", help="folder for verify.json, verify.csv and verify.png")
+    _cache_argument(check)
     check.set_defaults(run=_cmd_verify)
 
     spectrum = sub.add_parser("spectrum", help="the spectrum of a trainable letter over time: theory vs SGD")

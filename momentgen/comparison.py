@@ -152,13 +152,20 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
         "lr": config.settings.sgd.lr,
         "batch": config.settings.sgd.batch,
     }
+    return write_outputs(data, out, config)
+
+
+def write_outputs(data, out, config):
+    """``out/compare.csv`` (the sup-error table) and the figure with its JSON (`figures.save`); returns ``data`` with
+    the provenance of this writing."""
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    table = data["table"]
     write_csv(out / "compare.csv", list(table[0]) if table else [], ([row[k] for k in row] for row in table))
+    data = {key: value for key, value in data.items() if key not in ("provenance", "drawn_by", "figure_checks")}
     saved = figures.save(figure(data), out / "compare.png", data, config, formats=("png", "svg", "pdf"), dpi=110,
                          drawn_by="momentgen.comparison:figure")  # fmt: skip
-    data["provenance"] = saved["provenance"]
-    return data
+    return {**data, "provenance": saved["provenance"]}
 
 
 def _with_kappa(config, specs, dims):

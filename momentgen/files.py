@@ -40,6 +40,7 @@ __all__ = [
     "save_figure",
     "provenance",
     "PAPER_FORMATS",
+    "MAX_STORE_ENTRY",
 ]
 
 
@@ -246,6 +247,9 @@ def _plain(value):
         return value.tolist()
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
+
+#: The largest result-store entry read back (`momentgen.store`): a long curve with spectra is a few MB.
+MAX_STORE_ENTRY = 512 * 2**20
 
 #: The formats every example figure is written in (a paper wants a vector copy).
 PAPER_FORMATS = ("png", "svg", "pdf")

@@ -8,6 +8,7 @@ axis (``time_scale``); ``series`` maps canonical words to their normalised trace
 run's own keys in ``result.extra``. ``to_json()`` is its JSON dict (what ``momentgen solve`` writes).
 """
 
+import dataclasses
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -105,6 +106,22 @@ class Result:
     def to_json(self):
         """A JSON-ready dict (lists instead of arrays; no NaN — an absent estimate is None)."""
         return _plain(self.fields())
+
+    def to_store(self):
+        """Every field, JSON-ready, as `from_store` reads it back (`momentgen.store`)."""
+        return _plain({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+
+    @classmethod
+    def from_store(cls, payload):
+        """The `Result` of a `to_store` payload: t, the series, the derived columns and the fast phase as float
+        arrays (None — a non-finite value when stored — as NaN), the rest as stored."""
+        from .store import array  # noqa: PLC0415 - the store imports this module's neighbours only
+
+        fields = dict(payload)
+        fields["t"] = array(fields["t"])
+        for name in ("series", "derived", "fast"):
+            fields[name] = {k: array(v) if isinstance(v, list) and _numeric(v) else v for k, v in fields[name].items()}
+        return cls(**fields)
 
     def to_pandas(self):
         """A `pandas.DataFrame`: index ``t`` (the kind's axis), one column per canonical word and per
@@ -302,6 +319,11 @@ def _words_model(result):
     holds it (so that ``"Sigma S1"`` finds ``"S1 Sigma"``)."""
     indices = [int(i) for word in result.series for i in re.findall(r"\d+", word)]
     return Model(result.model, max(indices, default=1), sigma=any(SIGMA in word.split() for word in result.series))
+
+
+def _numeric(values):
+    """Whether a stored list holds numbers (None for NaN), possibly nested one level (a fast phase's m)."""
+    return all(v is None or isinstance(v, (int, float)) or (isinstance(v, list) and _numeric(v)) for v in values)
 
 
 def _plain(value):

@@ -584,11 +584,17 @@ def _extrapolate(config, theory, gaps, dims, kappa, n_seeds, times):
 # ---- output ---------------------------------------------------------------------------------------------------
 
 
-def _write(out, result, figures, theory):
+def write_summary(out, result):
+    """``out/verify.json`` (with provenance) and ``out/verify.csv`` (one row per check)."""
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "verify.json", {**result.to_json(), "provenance": provenance()})
     write_csv(out / "verify.csv", ["check", "passed", "message"], result.rows())
+    return out
+
+
+def _write(out, result, figures, theory):
+    out = write_summary(out, result)
     curves = (figures.get("finite-d") or {}).get("curves", {})
     panels = 1 + min(3, len(curves))
     fig, axes = style.new_figure(panels, width=4.2, height=3.6)

@@ -542,12 +542,13 @@ def test_bad_keys_are_refused_when_the_configuration_is_read(changes, needle):
     one_line(error)
 
 
-def test_a_nul_byte_in_a_path_is_a_one_line_error(capsys):
+def test_a_nul_byte_in_a_path_is_a_one_line_error(capsys, tmp_path, monkeypatch):
     """A NUL byte in the configuration's path or an output path (before: a ValueError traceback)."""
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match="NUL byte") as error:
         load_config("exp\0.toml")
     one_line(error)
-    code = main(["solve", "examples/configs/fig4_linear.toml", "--json", "out\0.json"])
+    code = main(["solve", str(ROOT / "examples" / "configs" / "fig4_linear.toml"), "--json", "out\0.json"])
     err = capsys.readouterr().err
     assert code == 2 and "NUL byte" in err and "Traceback" not in err
-    assert not os.path.exists("out")  # nothing was written
+    assert not os.listdir(tmp_path)  # nothing was written
