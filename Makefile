@@ -7,7 +7,7 @@ export OPENBLAS_NUM_THREADS = 1
 export OMP_NUM_THREADS = 1
 export MKL_NUM_THREADS = 1
 
-.PHONY: install lint test test-slow bench bench-smoke examples redraw-figures demo clean verify-campaign
+.PHONY: install lint test test-slow docs bench bench-smoke examples redraw-figures demo clean verify-campaign
 
 STAMP    = $(VENV)/.installed
 
@@ -29,7 +29,11 @@ test: lint
 	$(BIN)/python -m pytest -q -n auto --dist worksteal
 
 test-slow: install
-	$(BIN)/python -m pytest -q -m slow tests
+	$(BIN)/python -m pytest -q -m slow -n auto --dist worksteal tests
+
+# The API reference (numpydoc docstrings, Sphinx), warnings as errors; tests/test_docs.py builds it in `make test`.
+docs: install
+	$(BIN)/sphinx-build -W -q -b html docs/api out/docs
 
 verify-campaign: install
 	$(BIN)/python -m tests.campaign --out out/campaign

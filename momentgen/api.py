@@ -5,7 +5,7 @@
 >>> cfg = mg.load_config("fig4_linear", integrate={"T": 0.02, "points": 5})
 >>> res = mg.solve(cfg, closure="quadrature", degree=9)
 >>> res.status, res.to_pandas().shape
-('ok', (5, 8))
+('ok', (5, 9))
 
 Every function accepts what `load_config` accepts (a path, a dict, an example's name or a
 `Config`) plus per-table overrides, e.g. ``mg.solve("fig4_linear", truncation={"degree": 6})``.
@@ -53,14 +53,47 @@ def _flag(value, name):
 def solve(
     config, closure=None, degree=None, size=None, finite_lr=None, times=(), spectra=False, cache=None, **overrides
 ):
-    """The d = ∞ curve with the chosen closure (default ``[truncation] closure``): a `Result`.
-    ``finite_lr=True`` adds the finite-learning-rate term at κ = lr·d/batch of ``[sgd]``; ``times``: extra
-    output times in [0, T]; ``spectra=True`` records the trainable letters' spectra for `Result.spectrum`
-    (quadrature and matrix-model closures). ``closure``, ``degree`` and ``size`` are validated like the
-    file's ``[truncation]`` keys. Where no closure is named (``closure`` and ``degree`` None) and the configured
-    one's window ends before the horizon, the closure that vouches for the horizon is run instead
-    (`momentgen.closures.vouching_closure`, as `verify` does) and the result's message says so. ``cache``: a folder
-    (or True: the default one) of the result store (`momentgen.store`): a stored run is read back, not recomputed."""
+    """The d = ∞ training curve of a configuration, with how far it can be trusted.
+
+    Parameters
+    ----------
+    config : str, path, dict or Config
+        A TOML file's path, a dict of tables, a shipped example's name (`momentgen.examples.names`) or a `Config`.
+    closure : {"zero", "quadrature", "matrix-model"}, optional
+        The closure; default ``[truncation] closure``. Where none is named (``closure`` and ``degree`` None) and
+        the configured one's window ends before the horizon, the closure that vouches for the horizon is run
+        instead (`momentgen.closures.vouching_closure`, as `verify` does) and the message says so.
+    degree, size : int, optional
+        ``[truncation] degree`` (the quadrature closure's order is ⌊(degree − 1)/2⌋) and the matrix model's n.
+    finite_lr : bool, optional
+        Add the finite-learning-rate term at κ = lr·d/batch of ``[sgd]``.
+    times : list of float, optional
+        Extra output times in [0, T] (at most `MAX_OUTPUT_TIMES`).
+    spectra : bool, default False
+        Record the trainable letters' spectra for `Result.spectrum` (quadrature and matrix-model closures).
+    cache : bool or path, optional
+        A folder of the result store (`momentgen.store`; True: the default one): a stored run is read back.
+    **overrides
+        Tables of keys to change, validated like the file's, e.g. ``integrate={"T": 0.5}``.
+
+    Returns
+    -------
+    Result
+        The curve on the kind's time axis (t, or τ), its status, window and error estimate.
+
+    Raises
+    ------
+    ConfigError
+        A bad configuration or argument (one line naming the key and what to change).
+
+    Examples
+    --------
+    >>> res = mg.solve("fig4_linear", closure="quadrature", degree=5, integrate={"T": 0.01, "points": 3})
+    >>> res.closure, round(float(res.series["S1 S1"][-1]), 2)
+    ('quadrature', 1.79)
+    >>> res.to_pandas().shape
+    (3, 9)
+    """
     times, spectra = _times(times), _flag(spectra, "spectra")
     config = _config(config, overrides, finite_lr)
     arguments = {"closure": closure, "degree": degree, "size": size, "times": list(times), "spectra": spectra}
@@ -113,11 +146,35 @@ def _times(times):
 
 
 def simulate(config, d=None, seeds=None, progress=None, cache=None, **overrides):
-    """Online SGD at ``d`` (default ``[sgd] d``), mean over ``seeds`` (a count or a list; default ``[sgd]
-    seeds``): a `Result` (closure ``"sgd"``, ``extra["spread"]`` the standard deviation over seeds,
-    ``derived["risk"]`` the risk on fresh samples and ``extra["risk_se"]`` its standard error,
-    ``extra["d"]``, ``extra["lr"]``…). ``d`` and ``seeds`` are validated like the file's ``[sgd]`` keys.
-    ``cache``: the result store, as `solve`'s (every seed is part of the configuration, so of the key)."""
+    """Online SGD on a configuration: the reference the theory predicts, as a `Result`.
+
+    Parameters
+    ----------
+    config : str, path, dict or Config
+        As in `solve`.
+    d : int, optional
+        The dimension (default ``[sgd] d``).
+    seeds : int or list of int, optional
+        A count or the seeds (default ``[sgd] seeds``); the result is their mean.
+    progress : bool, optional
+        A progress bar (None: in a terminal or notebook only).
+    cache : bool or path, optional
+        The result store, as `solve`'s (the seeds are part of the configuration, so of the key).
+    **overrides
+        Tables of keys to change.
+
+    Returns
+    -------
+    Result
+        Closure ``"sgd"``; ``derived["risk"]`` the risk on fresh samples and ``extra["risk_se"]`` its standard
+        error, ``extra["spread"]`` the standard deviation over seeds, ``extra["d"]``, ``extra["lr"]``…
+
+    Examples
+    --------
+    >>> sgd = mg.simulate("fig4_linear", d=40, seeds=[0], progress=False, integrate={"T": 0.01, "points": 3})
+    >>> sgd.closure, sgd.extra["d"], sgd.status
+    ('sgd', 40, 'ok')
+    """
     config = _config(config, overrides)
     sgd_overrides = {"d": d, "seeds": None if seeds is None else seed_list(seeds)}
     sgd_overrides = {k: v for k, v in sgd_overrides.items() if v is not None}
@@ -152,6 +209,8 @@ class Comparison(dict):
     its ``attrs``), ``to_json()`` and ``figure`` (the written figure's path)."""
 
     def to_pandas(self):
+        """The sup-error table: one row per observable, comparison (theory–SGD, theory–flow, flow–SGD), theory and
+        d; the note in ``attrs``."""
         import pandas  # noqa: PLC0415 - optional at import time
 
         frame = pandas.DataFrame(self["table"])
@@ -159,6 +218,7 @@ class Comparison(dict):
         return frame
 
     def to_json(self):
+        """The comparison as a JSON-ready dict (what ``compare.json`` holds)."""
         return dict(self)
 
     def _repr_html_(self):
@@ -184,11 +244,32 @@ def compare(
     cache=None,
     **kw,
 ):
-    """Theory (per degree and closure) vs SGD and the matrix flow (per d): a `Comparison`. Defaults: the
-    config's degree, d, seeds and closure; the theory starts from each d's SGD matrices
-    (``theory_init="finite"``: the d = ∞ start makes a right theory look wrong at small d). ``out``:
-    where ``compare.png``/``.svg``/``.json`` go (a temporary folder when None). ``cache``: the result store, as
-    `solve`'s (a stored comparison's figure and table are written to ``out`` again from its numbers)."""
+    """Theory (per degree and closure) against online SGD and the finite-d matrix flow (per d).
+
+    Parameters
+    ----------
+    config : str, path, dict or Config
+        As in `solve`.
+    degrees, dims, seeds : list of int, optional
+        Default: the configuration's degree, d and seeds.
+    out : path, optional
+        Where ``compare.png``/``.svg``/``.pdf``/``.json`` and ``compare.csv`` go (a temporary folder when None).
+    closures : list of str, optional
+        Default: the configured closure, or the one that vouches for the horizon (as `solve`).
+    theory_init : {"finite", "infinite"}, default "finite"
+        Start the theory from each d's SGD matrices (the d = ∞ start makes a right theory look wrong at small d).
+    finite_lr : bool, optional
+        As in `solve`.
+    cache : bool or path, optional
+        The result store, as `solve`'s (a stored comparison's figure and table are written to ``out`` again).
+    **kw
+        ``scheduler`` (a Dask address), ``n_jobs``, or tables of keys to change.
+
+    Returns
+    -------
+    Comparison
+        The curves, the sup-error table (``to_pandas()``), ``note`` and ``figure``.
+    """
     overrides = {k: v for k, v in kw.items() if k not in ("scheduler", "n_jobs")}
     config = _config(config, overrides, finite_lr)
     degrees = [config.settings.truncation.degree] if degrees is None else int_list(degrees, "degrees")
@@ -248,11 +329,47 @@ def verify(
     cache=None,
     **overrides,
 ):
-    """`momentgen.verification.verify` on a configuration: a `momentgen.verification.Verification`
-    (``seeds`` a count or a list; ``closure`` the one to verify, default the configuration's — replaced by
-    a whole-curve closure when a zero closure's window ends before the horizon; ``budget`` seconds to fit;
-    the arguments are validated as the CLI's are). ``cache``: the result store, as `solve`'s; a stored verdict's
-    ``verify.json`` and ``verify.csv`` are written to ``out`` again (its figure is the first run's)."""
+    """Independent evidence for a configuration: four checks against online SGD and a verdict.
+
+    Parameters
+    ----------
+    config : str, path, dict or Config
+        As in `solve`.
+    dims : (int, int), default (100, 200)
+        The two dimensions of the SGD references (a from-file state or Σ fixes them: d_file and 2·d_file).
+    seeds : int or list of int, default 8 seeds
+        SGD seeds of the finite-d leg.
+    steps : int, default 2000
+        SGD steps of the drift check per d.
+    kappa : float, optional
+        κ = ηd/B of every SGD run (default the configuration's).
+    out : path, optional
+        A folder for ``verify.json``, ``verify.csv`` and ``verify.png``.
+    progress : bool, default True
+        One line per leg on stderr.
+    closure : str, optional
+        The closure to verify (default the configuration's, replaced by a whole-curve one when a zero closure's
+        window ends before the horizon).
+    budget : float, optional
+        Seconds: seeds, drift steps and, if need be, smaller dimensions are chosen to fit.
+    n_jobs : int, optional
+        Worker processes of the seeds (default 2).
+    cache : bool or path, optional
+        The result store, as `solve`'s; a stored verdict's ``verify.json`` and ``verify.csv`` are written to
+        ``out`` again (its figure is the first run's).
+    **overrides
+        Tables of keys to change.
+
+    Returns
+    -------
+    Verification
+        ``verdict`` ("agree", "disagree", "cannot verify"), ``message`` and every check's numbers.
+
+    Raises
+    ------
+    ConfigError
+        A bad argument, before anything runs.
+    """
     config = _config(config, overrides)
     arguments = {"dims": _plain_list(dims), "seeds": _plain_list(seeds), "steps": steps, "kappa": kappa,
                  "closure": closure, "budget": budget}  # fmt: skip
@@ -283,10 +400,14 @@ def _stored_verification(out, payload):
 
 
 class Sweep(list):
-    """The runs of `sweep`: a list of ``(parameters, result)``; ``to_pandas()`` stacks every run's
-    frame with the parameters as extra index levels."""
+    """The runs of `sweep`: a list of ``(parameters, result)`` pairs.
+
+    ``to_pandas()`` stacks every run's frame with the swept parameters as extra index levels; ``to_xarray()`` makes
+    them dimensions beside ``t``.
+    """
 
     def to_pandas(self):
+        """Every run's `Result.to_pandas` frame stacked, the swept parameters as extra index levels before ``t``."""
         import pandas  # noqa: PLC0415 - optional at import time
 
         if not self:
@@ -315,11 +436,37 @@ JOBS = {"solve": solve, "simulate": simulate}
 
 
 def sweep(config, grid, job="solve", n_jobs=None, scheduler=None, **options):
-    """Run ``job`` ("solve" or "simulate") over the product of ``grid`` — ``{"table.key": [values]}``,
-    e.g. ``{"model.gamma": [0.0, 0.1], "init.1.scale": [0.5, 1.0]}`` — in parallel with joblib (local
-    processes) or, with ``scheduler`` (``tcp://host:port``), on a Dask cluster. ``options`` go to
-    the job (e.g. ``closure="quadrature"``; ``cache=…``: each point is stored as it ends, so an interrupted sweep
-    resumes where it stopped). Returns a `Sweep`."""
+    """Run `solve` or `simulate` over the product of a grid of parameters, in parallel.
+
+    Parameters
+    ----------
+    config : str, path, dict or Config
+        As in `solve`; relative file paths are read from its folder at every point.
+    grid : dict
+        ``{"table.key": [values]}``, e.g. ``{"model.gamma": [0.0, 0.1], "init.1.scale": [0.5, 1.0]}``.
+    job : {"solve", "simulate"}, default "solve"
+    n_jobs : int, optional
+        Local worker processes (joblib).
+    scheduler : str, optional
+        A Dask scheduler ``tcp://host:port`` instead of local processes.
+    **options
+        Arguments of the job, e.g. ``closure="quadrature"``; ``cache=…`` stores each point as it ends, so an
+        interrupted sweep resumes where it stopped.
+
+    Returns
+    -------
+    Sweep
+        ``(parameters, result)`` pairs, with ``to_pandas()`` and ``to_xarray()``.
+
+    Examples
+    --------
+    >>> runs = mg.sweep("fig4_linear", {"model.gamma": [0.0, 0.1]}, closure="zero", degree=4, n_jobs=1,
+    ...                 integrate={"T": 0.01, "points": 3})
+    >>> len(runs), runs[1][0]
+    (2, {'model.gamma': 0.1})
+    >>> runs.to_pandas().index.names
+    FrozenList(['model.gamma', 't'])
+    """
     if job not in JOBS:
         raise ConfigError(f"sweep runs one of {', '.join(JOBS)}, got {shown(job)}")
     check_n_jobs(n_jobs)

@@ -37,7 +37,7 @@ class Result:
     "blowup", "left-feasible-set", "non-finite-potential", "no-slaved-mean" or "failed" (stopped
     at ``t[-1]``). ``valid_until``: the last time the closure vouches for at ``validity_tol``
     (zero closure: degrees M and M − 2 agree; flow closures: the running error estimate).
-    ``error_estimate``: the flow closures' estimate at the horizon (relative to max(1, |μ|)), None
+    ``error_estimate``: the flow closures' estimate at the horizon (relative to ``max(1, |μ|)``), None
     when there is none. ``fast``: a kind with a mean, its fast phase (``fast_t`` on t = nη,
     ``fast_m``, ``m_star``). ``potential``: how accurate Φ was (`Potential.accuracy_report`).
     ``kappa``: κ = ηd/B of the finite-learning-rate term the run carried (0: the ηd/B → 0 hierarchy).
@@ -124,10 +124,16 @@ class Result:
         return cls(**fields)
 
     def to_pandas(self):
-        """A `pandas.DataFrame`: index ``t`` (the kind's axis), one column per canonical word and per
-        derived column (``risk``, overlaps, a schedule's ``integrated_t``), and ``vouched``: whether the
-        row lies inside the window the closure vouches for (t ≤ valid_until); ``attrs`` hold the
-        status, message, valid_until, time scale, closure, κ."""
+        """The curve as a table.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Index ``t`` (the kind's axis), one column per canonical word and per derived column (``risk``,
+            ``risk_slope``, overlaps, a schedule's ``integrated_t``), and ``vouched``: whether the row lies inside
+            the window the closure vouches for (t ≤ valid_until); ``attrs`` hold the status, message, valid_until,
+            time scale, closure, κ and the estimates.
+        """
         import pandas  # noqa: PLC0415 - optional at import time: only this method needs it
 
         columns = {
@@ -149,10 +155,20 @@ class Result:
         return frame
 
     def to_xarray(self):
-        """An `xarray.Dataset` with dimension ``t`` (the kind's axis), one variable per canonical word and per derived
-        column, ``vouched`` (1 inside the window the closure vouches for), and ``attrs``: status, message, valid_until,
-        time scale, closure, κ, the estimate, the configuration's digest and momentgen's version. ``to_netcdf``
-        round-trips it. Needs xarray (``pip install 'momentgen[xarray]'``)."""
+        """The curve as labelled arrays (xarray is an optional dependency: ``pip install 'momentgen[xarray]'``).
+
+        Returns
+        -------
+        xarray.Dataset
+            Dimension ``t``, one variable per canonical word and derived column, ``vouched`` (1 inside the window),
+            and ``attrs``: status, message, valid_until, time scale, closure, κ, the estimate, the configuration's
+            digest and momentgen's version. ``to_netcdf`` round-trips it.
+
+        Raises
+        ------
+        MomentgenError
+            Without xarray, saying how to install it.
+        """
         from . import __version__  # noqa: PLC0415 - the package imports this module
         from .display import to_dataset  # noqa: PLC0415
 

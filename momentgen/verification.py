@@ -87,6 +87,7 @@ class Verification:
     config_hash: str = None
 
     def to_json(self):
+        """The verdict, its message, the configuration's digest and every check, as a JSON-ready dict."""
         return {
             "verdict": self.verdict,
             "message": self.message,

@@ -301,9 +301,32 @@ def _digest_view(raw):
 
 
 def load_config(source, **overrides):
-    """Read and validate a configuration: a TOML file's path, a dict with the same tables, an example's
-    name (``"fig4_linear"``: `momentgen.examples`) or a `Config`; ``overrides`` change keys per table,
-    validated like the file's, e.g. ``load_config("fig4_linear", truncation={"degree": 6})``."""
+    """Read and validate a configuration.
+
+    Parameters
+    ----------
+    source : str, path, dict or Config
+        A TOML file's path, a dict with the same tables, a shipped example's name (``"fig4_linear"``:
+        `momentgen.examples`) or a `Config`.
+    **overrides
+        Keys to change per table, validated like the file's, e.g. ``truncation={"degree": 6}``.
+
+    Returns
+    -------
+    Config
+        Immutable; its keys are read as ``config.settings.<table>.<key>``.
+
+    Raises
+    ------
+    ConfigError
+        One line naming the table, the key, what is required and what was given.
+
+    Examples
+    --------
+    >>> cfg = mg.load_config("fig4_linear", truncation={"degree": 6})
+    >>> cfg.model.kind, cfg.settings.truncation.degree
+    ('tied', 6)
+    """
     if isinstance(source, Config):
         config = source
     elif isinstance(source, dict):
