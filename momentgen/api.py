@@ -270,6 +270,8 @@ def compare(
     Comparison
         The curves, the sup-error table (``to_pandas()``), ``note`` and ``figure``.
     """
+    check_n_jobs(kw.get("n_jobs"))  # arguments first: a bad one is an error before anything runs
+    check_scheduler(kw.get("scheduler"))
     overrides = {k: v for k, v in kw.items() if k not in ("scheduler", "n_jobs")}
     config = _config(config, overrides, finite_lr)
     degrees = [config.settings.truncation.degree] if degrees is None else int_list(degrees, "degrees")
