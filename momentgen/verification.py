@@ -52,7 +52,7 @@ from . import figures as style
 from .arguments import int_list, seed_list
 from .closures import CLOSURES, solve_with_closure, whole_curve_closure
 from .config import ConfigError, parse_config
-from .errors import ModelError, MomentgenError, shown
+from .errors import InfeasibleState, ModelError, MomentgenError, shown
 from .files import PAPER_FORMATS, provenance, save_figure, write_csv, write_json
 from .hierarchy import build
 from .initial import empirical_moments
@@ -485,7 +485,11 @@ def _seed_pair(raw, source, d, seed, lr, times, words, kappa):
               words=words, gamma=table.gamma, C=table.C, seed=seed, factors=factors, progress=False,
               schedules=config.schedules(), horizon=config.settings.integrate.T, data=config.data())  # fmt: skip
     reached = run.steps / model.definition.steps_per_time(d, lr)
-    theory = solve_with_closure(config, factors=factors, kappa=kappa)
+    theory, exact = solve_with_closure(config, factors=factors, kappa=kappa), False
+    if theory.status == InfeasibleState.status and kappa == 0:
+        # a finite start's discrete spectrum can converge onto the teacher faster than a closure's rule follows
+        # (q nearly singular): the exact d = ∞ curve from these matrices is their matrix flow (MATH.md §7)
+        theory, exact = solve_with_closure(config, "matrix-model", factors=factors, kappa=0.0), True
     if theory.status not in REACHED:
         raise FloatingPointError(
             f"the {theory.closure} closure from the d = {d} matrices of seed {seed} stopped at "
@@ -499,6 +503,7 @@ def _seed_pair(raw, source, d, seed, lr, times, words, kappa):
         "bound": _bound_at(theory, validity_tol, reached),
         "status": run.info["status"],
         "message": run.info["message"],
+        "exact_flow": exact,
     }
 
 
@@ -528,7 +533,15 @@ def _finite_d(config, theory, dims, kappa, plan, n_jobs, say):
             "se": {w: v.std(0, ddof=1) / np.sqrt(len(seeds)) for w, v in differences.items()},
             "bound": np.max([r["bound"][:n] for r in runs], axis=0),
         }
-    return _extrapolate(config, theory, gaps, dims, kappa, len(seeds), times)
+    check, curves = _extrapolate(config, theory, gaps, dims, kappa, len(seeds), times)
+    fallbacks = sum(r.get("exact_flow", False) for r in pairs)
+    if fallbacks:
+        check["message"] += (
+            f" ({fallbacks} of {len(pairs)} starts: the {theory.closure} closure left the feasible set from the "
+            "finite matrices, so their exact matrix flow was the theory from that start)"
+        )
+        check["exact_flow_starts"] = fallbacks
+    return check, curves
 
 
 def _extrapolate(config, theory, gaps, dims, kappa, n_seeds, times):
