@@ -11,11 +11,11 @@ export MKL_NUM_THREADS = 1
 
 STAMP    = $(VENV)/.installed
 
+# editable_mode=compat: the clone's folder goes on sys.path, so a folder named momentgen beside a script (a clone)
+# cannot shadow the package as an empty namespace package (the default editable finder loses to it)
 $(STAMP): setup.cfg pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	# compat: the clone's folder goes on sys.path, so a folder named momentgen beside a script (a clone) cannot
-	# shadow the package as an empty namespace package (the default editable finder loses to it)
 	$(BIN)/python -m pip install -q -e '.[test]' --config-settings editable_mode=compat
 	touch $(STAMP)
 

@@ -22,12 +22,26 @@ exclude_patterns = ["_build"]
 
 def _config_keys():
     """``config_keys.rst``: every table and key of a configuration with its default (read off the schema)."""
-    lines = ["Configuration keys", "==================", "",
-             "Every key of a TOML configuration, its type and its default (``momentgen.config.schema``).", ""]
+    lines = [
+        "Configuration keys",
+        "==================",
+        "",
+        "Every key of a TOML configuration, its type and its default (``momentgen.config.schema``).",
+        "",
+    ]
     for table, cls in SECTIONS.items():
         title = "[init.k]" if table == "init" else f"[{table}]"
-        lines += [title, "-" * len(title), "", ".. list-table::", "   :header-rows: 1", "",
-                  "   * - key", "     - type", "     - default"]
+        lines += [
+            title,
+            "-" * len(title),
+            "",
+            ".. list-table::",
+            "   :header-rows: 1",
+            "",
+            "   * - key",
+            "     - type",
+            "     - default",
+        ]
         for field in cls.__dataclass_fields__.values():
             default = field.metadata.get("default")
             shown = "required" if repr(default).startswith("<") else repr(default)
