@@ -61,6 +61,7 @@ examples: install
 	$(BIN)/python examples/finite_lr.py --out out/examples
 	$(BIN)/python examples/multihead.py --out out/examples
 	$(BIN)/python examples/schedules.py --out out/examples
+	$(BIN)/python examples/noise_floors.py --out out/examples
 	$(BIN)/python examples/scaling_law.py --out out/examples
 
 # Draw docs/figures again from their JSON with the current figure code (no computation repeated).

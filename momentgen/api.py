@@ -193,11 +193,27 @@ def _simulate(config, progress):
         time_scale=data["time_scale"],
         t=t,
         series={w: np.asarray(v) for w, v in data["series"].items()},
-        derived={"risk": np.asarray(data["risk"])} if "risk" in data else {},
+        derived={k: np.asarray(data[k]) for k in ("risk", "excess_risk") if k in data},
         status=data["status"],
         message=data["message"],
         valid_until=float(t[-1]) if len(t) else 0.0,
-        extra={k: data[k] for k in ("spread", "risk_se", "d", "lr", "batch", "seeds", "steps", "t_reached", "seconds")},
+        extra={
+            k: data[k]
+            for k in (
+                "spread",
+                "risk_se",
+                "excess_risk_se",
+                "d",
+                "lr",
+                "momentum",
+                "batch",
+                "seeds",
+                "steps",
+                "t_reached",
+                "seconds",
+            )
+            if k in data
+        },
         config_hash=data["config_hash"],
         kappa=data["lr"] * data["d"] / data["batch"],
     )

@@ -15,6 +15,8 @@ Subcommands:
   finite-learning-rate term at κ = lr·d/batch;
 * ``momentgen simulate CONFIG --json OUT [--d D] [--seeds N]``: online SGD on the model's
   time axis (mean and spread over seeds);
+* ``solve``, ``simulate`` and ``compare`` take ``--lr``, ``--batch``, ``--momentum β`` (heavy ball; the theory
+  runs at lr/(1 − β)) and ``--noise σ`` (label noise: the risk with it, and the excess risk);
 * ``momentgen compare CONFIG [--degrees 2,4,6,8] [--d 200,400] [--seeds N] [--out DIR]
   [--closures zero,quadrature,matrix-model] [--theory-init finite|infinite] [--finite-lr] [--scheduler tcp://…]``:
   theory per degree and per closure, SGD and matrix flow per d; writes
@@ -170,6 +172,7 @@ def _cmd_solve(args):
         truncation={"degree": args.degree, "closure": args.closure, "size": args.size, "draws": args.draws},
         integrate={"finite_lr": True if args.finite_lr else None},
         sgd=_sgd_overrides(args),
+        loss={"noise": args.noise},
     )
     ensure_outputs(_run_outputs(args.json), config.input_paths())
     start = time.perf_counter()
@@ -186,8 +189,9 @@ def _cmd_solve(args):
 
 
 def _sgd_overrides(args):
-    """``[sgd]`` keys set on the command line (``--lr``, ``--batch``, and ``--d`` where it is one number)."""
-    given = {"lr": args.lr, "batch": args.batch}
+    """``[sgd]`` keys set on the command line (``--lr``, ``--batch``, ``--momentum``, and ``--d`` where it is one
+    number)."""
+    given = {"lr": args.lr, "batch": args.batch, "momentum": args.momentum}
     if isinstance(getattr(args, "d", None), int):
         given["d"] = args.d
     return given
@@ -205,6 +209,8 @@ def _sgd_arguments(parser, d=False):
     term and the SGD reference."""
     parser.add_argument("--lr", type=float, help="override [sgd] lr")
     parser.add_argument("--batch", type=_positive_int, help="override [sgd] batch")
+    parser.add_argument("--momentum", type=float, help="override [sgd] momentum (heavy ball β; theory at lr/(1 − β))")
+    parser.add_argument("--noise", type=float, help="override [loss] noise (label noise σ; MATH.md §13)")
     if d:
         parser.add_argument("--d", type=_positive_int, help="override [sgd] d")
 
@@ -258,10 +264,11 @@ def _seed_list(config, n):
 
 def _cmd_simulate(args):
     seeds = None if args.seeds is None else list(range(args.seeds))
-    config = _load(args, sgd={"d": args.d, "seeds": seeds, **_sgd_overrides(args)})
+    config = _load(args, sgd={"d": args.d, "seeds": seeds, **_sgd_overrides(args)}, loss={"noise": args.noise})
     ensure_outputs(_run_outputs(args.json), config.input_paths())
     result = api.stored(args.cache, "simulate-json", config, {}, partial(simulate_config, config), dict, dict)
-    columns = {**result["series"], **{k: result[k] for k in ("risk", "risk_se", "integrated_t") if k in result}}
+    extras = ("risk", "risk_se", "excess_risk", "excess_risk_se", "integrated_t")
+    columns = {**result["series"], **{k: result[k] for k in extras if k in result}}
     _write_run(args.json, {**result, "provenance": provenance(config)}, result["t"], columns)
     print(
         f"SGD {result['model']} d={result['d']} eta={result['lr']} B={result['batch']} seeds={result['seeds']}: "
@@ -275,7 +282,12 @@ def _cmd_simulate(args):
 
 
 def _cmd_compare(args):
-    config = _load(args, integrate={"finite_lr": True if args.finite_lr else None}, sgd=_sgd_overrides(args))
+    config = _load(
+        args,
+        integrate={"finite_lr": True if args.finite_lr else None},
+        sgd=_sgd_overrides(args),
+        loss={"noise": args.noise},
+    )
     degrees = _int_list(args.degrees, "--degrees") or [config.settings.truncation.degree]
     dims = _int_list(args.d, "--d") or [config.settings.sgd.d]
     closures = args.closures.split(",") if args.closures else None

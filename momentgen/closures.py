@@ -38,7 +38,7 @@ from .integrate import audited, last_time_within, solve, validity_horizon
 from .problem import Problem
 from .representation import vector_moments
 from .results import Result
-from .risk import RISK_TOL, local_slope, relative_risk_estimate, theory_risk
+from .risk import RISK_TOL, local_slope, relative_risk_estimate, theory_excess_risk, theory_risk
 from .spectra import spectral_product, trace_spectrum, vector_spectrum
 from .truncation import RunState, Truncation
 from .words import canonical
@@ -152,11 +152,17 @@ def _trainable_products(model):
 
 def _derived(problem, series, means):
     """The derived columns: the population risk Φ along the run (`momentgen.risk.theory_risk`, on the
-    branch ``means`` of a kind with a mean), its local slope d log risk / d log t on the nominal axis
-    (``"risk_slope"``, `momentgen.risk.local_slope`) and, with two indices or more, the kind's overlaps."""
+    branch ``means`` of a kind with a mean), with label noise the excess risk (``"excess_risk"``), the local slope
+    d log risk / d log t on the nominal axis of the excess risk (``"risk_slope"``, `momentgen.risk.local_slope`; a
+    noise floor is not a power law) and, with two indices or more, the kind's overlaps."""
     model = problem.model
     out = {"risk": theory_risk(problem, series, means)}
-    out["risk_slope"] = local_slope(problem.nominal_times[: len(out["risk"])], out["risk"])
+    excess = theory_excess_risk(problem, series, out["risk"], means)
+    if excess is not None:  # label noise: the part a perfect student would not pay (MATH.md §13)
+        out["excess_risk"] = excess
+    out["risk_slope"] = local_slope(
+        problem.nominal_times[: len(out["risk"])], out["risk"] if excess is None else excess
+    )
     if model.K >= 2:
         out.update(model.definition.derived(lambda word: np.asarray(series[canonical(word, model)]), model.K))
     return out
@@ -642,4 +648,26 @@ def solve_with_closure(config, closure=None, degree=None, size=None, factors=Non
     bad = [t for t in times if isinstance(t, bool) or not (isinstance(t, (int, float)) and 0 <= t <= T)]
     if bad:
         raise ModelError(f"output times must be numbers in [0, T = {T:g}], got {bad[0]!r}")
-    return CLOSURES[name].solve(Problem.from_config(config, factors, kappa=kappa, times=times, spectra=spectra))
+    result = CLOSURES[name].solve(Problem.from_config(config, factors, kappa=kappa, times=times, spectra=spectra))
+    caveat = momentum_caveat(config, config.sgd_kappa())
+    if caveat is not None:
+        result.message += f"; {caveat}"
+        result.status = "unverified" if result.status in ("ok", "partial") else result.status
+    return result
+
+
+#: κ_eff = ηd/((1 − β)B) above which heavy ball and its first-order equivalent, SGD at η/(1 − β), part by more than
+#: a few per cent (MATH.md §14, the noise floor: theory − momentum SGD 0.8 % at κ_eff = 0.05, 7.6 % at 0.1)
+MOMENTUM_KAPPA = 0.05
+
+
+def momentum_caveat(config, kappa):
+    """What the theory of a momentum run at κ_eff = ``kappa`` cannot vouch for (None when β = 0 or κ_eff is small)."""
+    beta = config.settings.sgd.momentum
+    if not beta or kappa <= MOMENTUM_KAPPA:
+        return None
+    return (
+        f"momentum β = {beta:g} at κ_eff = ηd/((1 − β)B) = {kappa:.3g} > {MOMENTUM_KAPPA:g}: the theory is heavy "
+        "ball's first order in κ_eff (SGD at η/(1 − β), MATH.md §14) and the next order is not small here — lower "
+        "lr or raise batch to trust it"
+    )

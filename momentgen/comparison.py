@@ -22,7 +22,7 @@ from .files import write_csv
 from .matrices import initial_factors
 from .parallel import check_n_jobs, check_scheduler, run_tasks
 from .problem import Problem
-from .reference import check_sgd_plan, matrix_flow, risk_over_seeds, simulate_config
+from .reference import check_sgd_plan, excess_over_seeds, matrix_flow, risk_over_seeds, simulate_config
 from .results import REACHED
 from .words import parse
 
@@ -123,6 +123,7 @@ def compare(config, degrees, dims, seeds, out, scheduler=None, n_jobs=None, clos
             "spread": {w: v.std(0).tolist() for w, v in stack.items()},
             "steps": runs[0]["steps"][:reached],
             **risk_over_seeds([r["risk"][:reached] for r in runs], [r["risk_se"][:reached] for r in runs]),
+            **excess_over_seeds(runs, reached),
             "seconds": sum(r["seconds"] for r in runs),
             "status": next((r["status"] for r in runs if r["status"] != "ok"), "ok"),
             "message": next((r["message"] for r in runs if r["status"] != "ok"), "reached the horizon"),
@@ -174,14 +175,13 @@ def _with_kappa(config, specs, dims):
     (`Closure.carries_finite_lr`)."""
     if not config.kappa:
         return [(*spec, 0.0) for spec in specs]
-    sgd = config.settings.sgd
     out = []
     for closure, M, d in specs:
         out.append((closure, M, d, 0.0))
         if not CLOSURES[closure].carries_finite_lr(config.model):
             continue
         for dim in dims if d is None else (d,):
-            out.append((closure, M, d, sgd.lr * dim / sgd.batch))
+            out.append((closure, M, d, config.sgd_kappa(dim)))
     return out
 
 
@@ -189,8 +189,7 @@ def _kappa_dimension(config, d, kappa):
     """The d whose SGD run's κ a theory curve carries (None for κ = 0)."""
     if not kappa:
         return None
-    sgd = config.settings.sgd
-    return d if d is not None else int(round(kappa * sgd.batch / sgd.lr))
+    return d if d is not None else int(round(kappa / config.sgd_kappa(1)))
 
 
 def _theory_label(config, closure, degree, d, kappa=0.0):

@@ -14,7 +14,7 @@ import numpy as np
 from . import figures
 from .closures import solve_with_closure
 from .errors import MomentgenError
-from .reference import check_sgd_plan, sgd
+from .reference import check_sgd_plan, config_sgd
 from .spectra import spectral_product
 
 __all__ = ["spectrum_evolution", "write_spectrum"]
@@ -60,14 +60,11 @@ def _common_grid(curves, points):
 
 def _sgd_eigenvalues(config, times, products):
     """One SGD run (``[sgd] d``, the first seed) measured at ``times``: {name: {"d", "seed", "eigenvalues"}}."""
-    table, model_table = config.settings.sgd, config.settings.model
+    table = config.settings.sgd
     d, seed = table.d, table.seeds[0]
     check_sgd_plan(config, d)
     grid = np.asarray(times, dtype=float)
-    run = sgd(config.model, config.loss(), config.inits(), d=d, lr=table.lr, batch=table.batch, times=grid,
-              words=list(products), gamma=model_table.gamma, C=model_table.C, seed=seed, progress=False,
-              schedules=config.schedules(), horizon=config.settings.integrate.T, spectra=products,
-              data=config.data())  # fmt: skip
+    run = config_sgd(config, d=d, seed=seed, times=grid, words=list(products), progress=False, spectra=products)
     return {
         name: {"d": d, "seed": seed, "eigenvalues": [e.tolist() for e in values]}
         for name, values in run.info["spectra"].items()

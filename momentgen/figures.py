@@ -214,6 +214,7 @@ DRAWERS = frozenset(
         "examples/fig4_linear.py:figure",
         "examples/finite_lr.py:figure",
         "examples/multihead.py:figure",
+        "examples/noise_floors.py:figure",
         "examples/scaling_law.py:figure",
         "examples/schedules.py:figure",
         "examples/weak_recovery.py:figure",

@@ -15,6 +15,17 @@ Built-ins, addressable by name from config files (`builtin`):
 * ``softmax-mse``: ``ℓ = ‖softmax_row(G_student) − softmax_row(G_teacher)‖²_F`` over the
   ``L × L`` attention matrix (row-wise softmax over ``j``).
 
+Label noise (MATH.md §13; ``noise = σ``): the teacher's output gains ``σ ξ``, ``ξ ~ N(0, 1)`` independent of the
+tokens, one draw per sequence and per output (``mse``: one output; the softmax losses: one per entry of the
+``L × L`` attention matrix), so ``mse`` becomes ``(ŷ_student − ŷ_teacher − σξ)²``. An expression reads the noise
+``σξ`` as the name ``xi`` (``"(G[1,1,1] - G[1,1,2] - xi)**2"``); it must enter polynomially (degree ≤
+``LIMITS["noise degree"]``), as additive label noise does. The noise variables are the symbols ``xi_o``
+(`Loss.noise_variables`, standard Gaussians; σ is in ``expr``), and a noisy loss is a polynomial in them,
+``ℓ = Σ_α c_α(G) ξ^α`` (`Loss.expansion`). What the theory needs of it are Gaussian expectations over ξ, done here
+exactly: `Loss.expected` (``E_ξ ℓ``: Φ and Γ are its potential's), `Loss.noise_parts` (noiseless losses whose
+gradient outer products add up to ``E_ξ[∇ℓ∇ℓᵀ]``: the SGD-noise moments of §9 are theirs, summed) and
+`Loss.clean` (``ℓ`` at ξ = 0: the loss against the noiseless teacher, whose risk is the *excess* risk).
+
 Custom losses are expression strings (`parse_expression`), e.g.
 ``"(G[1,1,1] - G[1,1,2])**2"``, read by a restricted parser: only ``G[i, j, k]`` with
 integer indices, numbers, ``+ - * / **``, the constants ``pi`` and ``E``, and the
@@ -30,6 +41,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
 import sympy
 
 from .errors import UnsupportedLoss
@@ -81,6 +93,7 @@ LIMITS = {
     "number": 1e6,  # |a number| (and 1/|a number|) anywhere in the expression
     "degree": 16,  # total polynomial degree in G of the loss
     "moments": 2_000_000,  # Gaussian moments the Wick expansion of a polynomial loss needs
+    "noise degree": 4,  # the degree of a loss in its label noise xi
 }
 
 
@@ -96,6 +109,8 @@ class Loss:
     L: int
     K: int
     name: str
+    noise: float = 0.0
+    expansion: tuple = ()  # ((α, c_α), …): ℓ = Σ c_α(G) ξ^α over `noise_variables` (α a tuple); () noiseless
 
     @cached_property
     def variables(self):
@@ -105,6 +120,89 @@ class Loss:
     @cached_property
     def is_polynomial(self):
         return bool(self.expr.is_polynomial(*self.variables))
+
+    @property
+    def noisy(self):
+        """True when the loss carries label noise (σ > 0 and a noise variable in it)."""
+        return bool(self.expansion)
+
+    @cached_property
+    def noise_variables(self):
+        """The standard Gaussian noise variables ``xi_o`` the loss reads (SGD draws them per sample)."""
+        return noise_variables(len(self.expansion[0][0])) if self.noisy else []
+
+    @cached_property
+    def expected(self):
+        """``E_ξ ℓ``, a noiseless `Loss` of G (Φ, Γ and the risk with the noise are its potential's)."""
+        if not self.noisy:
+            return self
+        mean = sum((c * _moment(alpha) for alpha, c in self.expansion), sympy.Integer(0))
+        return Loss(mean, self.L, self.K, self.name)
+
+    @cached_property
+    def clean(self):
+        """``ℓ`` at ξ = 0: the loss against the noiseless teacher (its risk is the excess risk)."""
+        if not self.noisy:
+            return self
+        zero = tuple(0 for _ in self.noise_variables)
+        return Loss(dict(self.expansion).get(zero, sympy.Integer(0)), self.L, self.K, self.name + " (noiseless)")
+
+    @cached_property
+    def noise_offset(self):
+        """``E_ξ ℓ − ℓ|_{ξ=0}`` when it is a constant (additive label noise: σ² per output for mse), else None."""
+        if not self.noisy:
+            return 0.0
+        rest = sympy.expand(self.expected.expr - self.clean.expr)
+        return float(rest) if not (rest.free_symbols & set(self.variables)) else None
+
+    @cached_property
+    def noise_parts(self):
+        """Noiseless losses ``ℓ_j`` with ``Σ_j ∇ℓ_j ∇ℓ_jᵀ = E_ξ[∇ℓ ∇ℓᵀ]`` (∇ over G): with ``ℓ = Σ_α c_α ξ^α`` the
+        right side is ``Σ_αβ ∇c_α ∇c_βᵀ M_αβ``, ``M_αβ = E[ξ^{α+β}]`` (PSD); a factor ``M = Σ_j u_j u_jᵀ`` gives
+        ``ℓ_j = Σ_α u_jα c_α`` (exact square roots when M is diagonal, as for additive noise)."""
+        if not self.noisy:
+            return [self]
+        moving = [(alpha, c) for alpha, c in self.expansion if c.free_symbols & set(self.variables)]
+        M = [[_moment(tuple(a + b for a, b in zip(alpha, beta))) for beta, _ in moving] for alpha, _ in moving]
+        if all(M[i][j] == 0 for i in range(len(M)) for j in range(len(M)) if i != j):
+            factors = [[sympy.sqrt(M[i][i]) if i == j else 0 for i in range(len(M))] for j in range(len(M))]
+        else:
+            values, vectors = np.linalg.eigh(np.array(M, dtype=float))
+            factors = [list(np.sqrt(v) * vectors[:, j]) for j, v in enumerate(values) if v > 1e-12 * values.max()]
+        parts = []
+        for j, u in enumerate(factors):
+            expr = sum((sympy.nsimplify(w) * c for w, (_, c) in zip(u, moving) if w != 0), sympy.Integer(0))
+            if expr != 0:
+                parts.append(Loss(expr, self.L, self.K, f"{self.name} (noise part {j + 1})"))
+        return parts
+
+
+def noise_variables(count):
+    """The standard Gaussian label-noise symbols ``xi_1 … xi_count``."""
+    return [sympy.Symbol(f"xi_{o}", real=True) for o in range(1, count + 1)]
+
+
+def _moment(alpha):
+    """``E[Π ξ_o^{α_o}]`` of independent standard Gaussians: ``Π (α_o − 1)!!`` when every α_o is even, else 0."""
+    out = 1
+    for a in alpha:
+        if a % 2:
+            return 0
+        out *= math.prod(range(a - 1, 0, -2))
+    return out
+
+
+def _with_noise(residuals, sigma):
+    """``Σ_o (r_o − σ ξ_o)²`` and its expansion in the ξ_o: c_0 = Σ r_o², c_{e_o} = −2σ r_o, c_{2e_o} = σ²."""
+    count = len(residuals)
+    xi = noise_variables(count)
+    sigma = sympy.nsimplify(sigma)
+    expr = sum(((r - sigma * x) ** 2 for r, x in zip(residuals, xi)), sympy.Integer(0))
+    unit = [tuple(int(o == p) for p in range(count)) for o in range(count)]
+    expansion = [(tuple([0] * count), sum((r**2 for r in residuals), sympy.Integer(0)))]
+    expansion += [(e, -2 * sigma * r) for e, r in zip(unit, residuals)]
+    expansion += [(tuple(2 * a for a in e), sigma**2) for e in unit]
+    return expr, tuple(expansion)
 
 
 def variables(L, K):
@@ -141,8 +239,7 @@ def _mse(L, K, activation="h1", student=(1,), teacher=(2,)):
     def readout(indices):
         return sum(h.subs(_x, G[i][j][k - 1]) for k in indices for i in range(L) for j in range(L)) / L
 
-    expr = (readout(_indices(student, K, "student")) - readout(_indices(teacher, K, "teacher"))) ** 2
-    return expr, f"mse({activation})"
+    return [readout(_indices(student, K, "student")) - readout(_indices(teacher, K, "teacher"))], f"mse({activation})"
 
 
 def _softmax_mse(L, K, student=(1,), teacher=(2,)):
@@ -157,7 +254,7 @@ def _softmax_mse(L, K, student=(1,), teacher=(2,)):
         return rows
 
     a, b = attention(_indices(student, K, "student")), attention(_indices(teacher, K, "teacher"))
-    return sum((a[i][j] - b[i][j]) ** 2 for i in range(L) for j in range(L)), "softmax-mse"
+    return [a[i][j] - b[i][j] for i in range(L) for j in range(L)], "softmax-mse"
 
 
 def _multihead_softmax_mse(L, K, student=(1, 2), teacher=(3, 4)):
@@ -175,7 +272,7 @@ def _multihead_softmax_mse(L, K, student=(1, 2), teacher=(3, 4)):
         return out
 
     a, b = attention(_indices(student, K, "student")), attention(_indices(teacher, K, "teacher"))
-    return sum((a[i][j] - b[i][j]) ** 2 for i in range(L) for j in range(L)), "multihead-softmax-mse"
+    return [a[i][j] - b[i][j] for i in range(L) for j in range(L)], "multihead-softmax-mse"
 
 
 def _grid(L, K):
@@ -186,13 +283,17 @@ def _grid(L, K):
 BUILTINS = {"mse": _mse, "softmax-mse": _softmax_mse, "multihead-softmax-mse": _multihead_softmax_mse}
 
 
-def builtin(name, L=1, K=2, **options):
-    """A built-in loss by name (``mse`` or ``softmax-mse``) with its options.
+def builtin(name, L=1, K=2, noise=0.0, **options):
+    """A built-in loss by name (``mse``, ``softmax-mse``, ``multihead-softmax-mse``) with its options: the sum of
+    its squared residuals, each with label noise ``noise`` (σ) when it is > 0.
 
     >>> builtin("mse", L=1, K=2, activation="h1").expr
     (G_1_1_1 - G_1_1_2)**2
+    >>> builtin("mse", L=1, K=2, activation="h1", noise=0.5).expected.expr
+    (G_1_1_1 - G_1_1_2)**2 + 1/4
     """
     _check_sizes(L, K)
+    noise = _noise_level(noise)
     if name not in BUILTINS:
         raise UnsupportedLoss(
             f"unknown built-in loss {name!r}: choose one of {', '.join(BUILTINS)} or give an expression"
@@ -203,19 +304,30 @@ def builtin(name, L=1, K=2, **options):
             "identically 0 (use mse for L = 1)"
         )
     try:
-        expr, label = BUILTINS[name](L, K, **options)
+        residuals, label = BUILTINS[name](L, K, **options)
     except TypeError as error:
         raise UnsupportedLoss(f"bad options for loss {name!r}: {error}") from None
-    return _checked(Loss(expr, L, K, label))
+    if not noise:
+        return _checked(Loss(sum((r**2 for r in residuals), sympy.Integer(0)), L, K, label))
+    expr, expansion = _with_noise(residuals, noise)
+    return _checked(Loss(expr, L, K, f"{label}, noise {noise:g}", noise, expansion))
 
 
-def parse_expression(text, L, K):
-    """A `Loss` from an expression string, read by a restricted parser (never ``eval``).
+def _noise_level(noise):
+    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not 0 <= noise < math.inf:
+        raise UnsupportedLoss(f"label noise must be a finite number ≥ 0, got {noise!r}")
+    return float(noise)
+
+
+def parse_expression(text, L, K, noise=0.0):
+    """A `Loss` from an expression string, read by a restricted parser (never ``eval``); the name ``xi`` is the
+    label noise ``σξ`` (σ = ``noise``; 0 when there is none).
 
     >>> parse_expression("(G[1,1,1] - G[1,1,2])**2", 1, 2).expr
     (G_1_1_1 - G_1_1_2)**2
     """
     _check_sizes(L, K)
+    noise = _noise_level(noise)
     if not isinstance(text, str):
         raise UnsupportedLoss(f"a loss expression is a string, got {type(text).__name__}")
     if len(text) > LIMITS["characters"]:
@@ -227,10 +339,35 @@ def parse_expression(text, L, K):
     depth = _depth(tree.body)
     if depth > LIMITS["depth"]:
         raise UnsupportedLoss(f"loss expression {_short(text)} is nested {depth} deep; the limit is {LIMITS['depth']}")
-    expr = _Translator(L, K).visit(tree.body)
+    translator = _Translator(L, K, noise)
+    expr = translator.visit(tree.body)
     if not isinstance(expr, sympy.Expr) or not (expr.free_symbols & set(variables(L, K))):
         raise UnsupportedLoss(f"loss expression {_short(text)} does not depend on any G[i, j, k]")
-    return _checked(Loss(expr, L, K, text.strip()))
+    if noise and not translator.reads_noise:
+        raise UnsupportedLoss(
+            f"[loss] noise = {noise:g} with the expression {_short(text)}, which does not say where the noise enters: "
+            "write it as `xi` (σξ), e.g. (G[1,1,1] - G[1,1,2] - xi)**2"
+        )
+    name = text.strip() + (f", noise {noise:g}" if noise else "")
+    return _checked(Loss(expr, L, K, name, noise, _expansion_in_noise(expr, text)))
+
+
+def _expansion_in_noise(expr, text):
+    """``((α,), c_α) …`` of an expression in its one noise variable ``xi_1`` (() without it); a loss that is not a
+    polynomial of degree ≤ ``LIMITS["noise degree"]`` in it is refused."""
+    (xi,) = noise_variables(1)
+    if xi not in expr.free_symbols:
+        return ()
+    try:
+        poly = sympy.Poly(expr, xi)
+    except sympy.PolynomialError:
+        poly = None
+    if poly is None or any(xi in c.free_symbols for c in poly.coeffs()) or poly.degree() > LIMITS["noise degree"]:
+        raise UnsupportedLoss(
+            f"loss expression {_short(text)}: the label noise xi must enter as a polynomial of degree ≤ "
+            f"{LIMITS['noise degree']} (additive noise, e.g. (G[1,1,1] - G[1,1,2] - xi)**2)"
+        )
+    return tuple(((a,), c) for (a,), c in poly.as_dict().items())
 
 
 def _depth(node):
@@ -371,8 +508,9 @@ class _Translator(ast.NodeVisitor):
     }
     _UNARY = {ast.UAdd: lambda a: a, ast.USub: lambda a: -a}
 
-    def __init__(self, L, K):
+    def __init__(self, L, K, noise=0.0):
         self.L, self.K, self.G = L, K, _grid(L, K)
+        self.noise, self.reads_noise = noise, False
 
     def generic_visit(self, node):
         raise UnsupportedLoss(
@@ -407,8 +545,11 @@ class _Translator(ast.NodeVisitor):
         return _bounded(sympy.nsimplify(node.value) if isinstance(node.value, float) else sympy.Integer(node.value))
 
     def visit_Name(self, node):
+        if node.id == "xi":  # the label noise σξ ([loss] noise = σ; 0 without noise)
+            self.reads_noise = True
+            return sympy.nsimplify(self.noise) * noise_variables(1)[0] if self.noise else sympy.Integer(0)
         if node.id not in _CONSTANTS:
-            raise UnsupportedLoss(f"unknown name {node.id!r} in loss expression: only G[i, j, k], pi and E")
+            raise UnsupportedLoss(f"unknown name {node.id!r} in loss expression: only G[i, j, k], xi, pi and E")
         return _CONSTANTS[node.id]
 
     def visit_Call(self, node):

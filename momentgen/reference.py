@@ -33,6 +33,7 @@ from .matrices import initial_factors, letter_matrices, matrix_bytes, trace_mome
 from .models import Batch, Model
 from .parallel import run_tasks
 from .progress import Progress
+from .schedules import effective_lr
 from .spectra import product_matrix, trace_spectrum
 from .words import canonical, parse
 
@@ -96,7 +97,7 @@ def check_sgd_plan(config, d=None):
     values). Returns the steps per seed."""
     sgd_table, integrate = config.settings.sgd, config.settings.integrate
     d = sgd_table.d if d is None else d
-    definition, lr = config.model.definition, sgd_table.lr
+    definition, lr = config.model.definition, config.axis_lr
     steps = int(steps_for(config.model, [integrate.T], d, lr)[0])
     if steps > sgd_table.max_steps:
         raise MomentgenError(
@@ -122,25 +123,36 @@ def check_sgd_plan(config, d=None):
     return steps
 
 
-def loss_gradient(loss):
+def loss_gradient(loss, rng=None):
     """∂ℓ/∂G at a batch of pre-activations, compiled once per loss (cached on disk): G of shape
-    (B, L, L, K) → an array of the same shape."""
+    (B, L, L, K) → an array of the same shape. A loss with label noise draws its standard Gaussian ξ (one per
+    sample and output, `Loss.noise_variables`) from ``rng`` at each call: the teacher's labels are noisy."""
+    inputs = loss.variables + loss.noise_variables
     kernel = compile_pointwise(
         lambda: [sympy.diff(loss.expr, v) for v in loss.variables],
-        loss.variables,
+        inputs,
         key="gradient|" + sympy.srepr(loss.expr),
     )
     shape = (loss.L, loss.L, loss.K)
 
     def gradient(G):
-        return kernel(np.ascontiguousarray(G.reshape(len(G), -1))).reshape(len(G), *shape)
+        return kernel(_with_noise_draws(G, len(loss.noise_variables), rng)).reshape(len(G), *shape)
 
     return gradient
 
 
+def _with_noise_draws(G, count, rng):
+    """The kernel's input rows: G flattened, then ``count`` standard Gaussian label-noise draws per sample."""
+    flat = G.reshape(len(G), -1)
+    if count:
+        flat = np.concatenate([flat, rng.standard_normal((len(G), count))], axis=1)
+    return np.ascontiguousarray(flat)
+
+
 def loss_value(loss):
     """ℓ at a batch of pre-activations, compiled once per loss (cached on disk): G of shape
-    (B, L, L, K) → an array of shape (B,)."""
+    (B, L, L, K) → an array of shape (B,). ``loss`` is noiseless (for a noisy one pass `Loss.expected`, the
+    label noise integrated out exactly, or `Loss.clean`)."""
     kernel = compile_pointwise(lambda: [loss.expr], loss.variables, key="value|" + sympy.srepr(loss.expr))
 
     def value(G):
@@ -161,15 +173,31 @@ class SGDRun:
     as they were) when the step met a non-finite number.
     """
 
-    def __init__(self, model, loss, C, factors, lr, batch, gamma, rng, gradient=None, data=ISOTROPIC):
+    def __init__(
+        self,
+        model,
+        loss,
+        C,
+        factors,
+        lr,
+        batch,
+        gamma,
+        rng,
+        gradient=None,
+        data=ISOTROPIC,
+        momentum=0.0,
+        nesterov=False,
+    ):
         self.model, self.definition, self.L, self.data = model, model.definition, loss.L, data
-        self.factors = [tuple(np.array(f) for f in x) if isinstance(x, tuple) else np.array(x) for x in factors]
+        self.factors = [_copy(x) for x in factors]
         self.d = self.definition.matrices.dimension(self.factors[0]) if self.factors else 0
         self.lr, self.batch, self.gamma, self.rng = lr, batch, gamma, rng
+        self.momentum, self.nesterov = momentum, nesterov
+        self.velocity = [_scaled(x, 0.0) for x in self.factors] if momentum else None
         self.C = np.eye(self.L) if C is None else np.asarray(C, float)
         w, V = np.linalg.eigh(self.C)
         self.C_root = (V * np.sqrt(np.clip(w, 0, None))) @ V.T
-        self.gradient = loss_gradient(loss) if gradient is None else gradient
+        self.gradient = loss_gradient(loss, rng) if gradient is None else gradient
         self._covariance = None  # (d, Σ for the Batch, Σ^{1/2}): built at the first step of a dimension
 
     def covariance(self):
@@ -193,23 +221,54 @@ class SGDRun:
         return Z if self.L == 1 and self.C[0, 0] == 1.0 else np.einsum("ij,bjd->bid", self.C_root, Z)
 
     def step(self):
+        """One step; with momentum β the heavy ball ``v ← βv − η(∇ℓ + γP/d)``, ``P ← P + v`` (Nesterov: the
+        gradient at ``P + βv``), the kind's own SGD step giving ``−η(∇ℓ + γP/d)``."""
+        start = self.factors
+        if self.momentum and self.nesterov:
+            start = [_sum(x, v, self.momentum) for x, v in zip(self.factors, self.velocity)]
         batch = Batch(self.tokens(), self.gradient, self.C, self.covariance()[0])
-        moved = self.definition.matrices.sgd_step(self.model, self.factors, batch, self.lr, self.gamma)
+        moved = self.definition.matrices.sgd_step(self.model, start, batch, self.lr, self.gamma)
         if moved is None:
             return False
-        self.factors = moved
+        if not self.momentum:
+            self.factors = moved
+            return True
+        velocity = [_sum(_sum(m, s, -1.0), v, self.momentum) for m, s, v in zip(moved, start, self.velocity)]
+        factors = [_sum(x, v, 1.0) for x, v in zip(self.factors, velocity)]
+        if not all(np.all(np.isfinite(a)) for x in factors for a in _arrays(x)):
+            return False
+        self.factors, self.velocity = factors, velocity
         return True
 
     def means(self):
         return self.definition.matrices.means(self.factors, self.data.letter(self.model, self.d))
 
 
-class _StepRates:
-    """Learning rate and batch size of each step under a schedule (constant without one)."""
+def _arrays(x):
+    """The arrays of one index's factor (a matrix, or a tuple such as the untied (U, V))."""
+    return x if isinstance(x, tuple) else (x,)
 
-    def __init__(self, model, d, lr, batch, schedules, horizon):
+
+def _copy(x):
+    return tuple(np.array(a) for a in x) if isinstance(x, tuple) else np.array(x)
+
+
+def _scaled(x, c):
+    return tuple(c * a for a in x) if isinstance(x, tuple) else c * x
+
+
+def _sum(x, y, c):
+    """``x + c·y`` for two factors of the same layout."""
+    return tuple(a + c * b for a, b in zip(x, y)) if isinstance(x, tuple) else x + c * y
+
+
+class _StepRates:
+    """Learning rate and batch size of each step under a schedule (constant without one); the run's N steps are
+    counted on the time axis of ``axis_lr`` (η, or η/(1 − β) with momentum)."""
+
+    def __init__(self, model, d, lr, batch, schedules, horizon, axis_lr):
         self.lr, self.batch, self.schedules = lr, batch, schedules
-        self.total = max(1, int(steps_for(model, [horizon], d, lr)[0])) if schedules else 1
+        self.total = max(1, int(steps_for(model, [horizon], d, axis_lr)[0])) if schedules else 1
 
     def at(self, step):
         if not self.schedules:
@@ -229,7 +288,8 @@ class RiskProbe:
 
     def __init__(self, model, loss, C, rng, samples, chunk=512, data=ISOTROPIC):
         self.model, self.samples, self.chunk = model, int(samples), chunk
-        self.value = loss_value(loss)
+        self.value = loss_value(loss.expected)  # label noise integrated out exactly (a polynomial in ξ)
+        self.clean = loss_value(loss.clean) if loss.noisy else None
         self.sampler = SGDRun(model, loss, C, [], 0.0, 1, 0.0, rng, gradient=self._record, data=data)
         self._G = None
 
@@ -238,15 +298,21 @@ class RiskProbe:
         return np.zeros_like(G)
 
     def measure(self, factors):
-        losses, left = [], self.samples
+        """(risk, its standard error), and with label noise (excess risk, its standard error) on the same samples."""
+        losses, clean, left = [], [], self.samples
         self.sampler.factors, self.sampler.d = factors, self.model.definition.matrices.dimension(factors[0])
         while left > 0:
             self.sampler.batch = min(left, self.chunk)
             self.sampler.step()
             losses.append(self.value(self._G))
+            if self.clean is not None:
+                clean.append(self.clean(self._G))
             left -= self.sampler.batch
-        losses = np.concatenate(losses)
-        return float(losses.mean()), float(losses.std(ddof=1) / np.sqrt(len(losses)))
+        return sum((_mean_and_error(np.concatenate(v)) for v in (losses, clean) if v), ())
+
+
+def _mean_and_error(values):
+    return float(values.mean()), float(values.std(ddof=1) / np.sqrt(len(values)))
 
 
 class _Measurements:
@@ -272,7 +338,10 @@ class _Measurements:
         """``risk``, ``risk_se`` and ``spectra`` for the run's info, when measured."""
         out = {}
         if self.probe is not None:
-            out["risk"], out["risk_se"] = (np.array([r[i] for r in self.risks]) for i in (0, 1))
+            names = ("risk", "risk_se", "excess_risk", "excess_risk_se")
+            out.update(
+                {name: np.array([r[i] for r in self.risks]) for i, name in enumerate(names[: len(self.risks[0])])}
+            )
         if self.spectra:
             out["spectra"] = self.eigenvalues
         return out
@@ -299,6 +368,8 @@ def sgd(
     risk_samples=0,
     spectra=None,
     data=ISOTROPIC,
+    momentum=0.0,
+    nesterov=False,
 ):
     """Run online SGD and measure ``words`` at the theory ``times``.
 
@@ -309,9 +380,10 @@ def sgd(
     inits : {k: InitSpec}
         Student and teacher initialisation; the factors are drawn with ``seed``.
     d, lr, batch : int, float, int
-        Dimension, learning rate η, minibatch size B.
+        Dimension, learning rate η (the raw step), minibatch size B.
     times : array_like
-        Measurement times on the theory's axis (the kind's `time_scale`).
+        Measurement times on the theory's axis (the kind's `time_scale`; with momentum β it is read with
+        η/(1 − β): tied ``t = 4nη/((1 − β)d)``, MATH.md §14).
     words : list of str
     seed : int
         Seeds both the initial matrices and the token stream: the same seed gives a
@@ -335,6 +407,11 @@ def sgd(
         each time: ``info["spectra"][name]``, a list of arrays.
     data : momentgen.data.DataCovariance, optional
         The tokens' covariance Σ (MATH.md §10; default isotropic); aligned inits are c Σ^b of it.
+    momentum, nesterov : float, bool
+        Heavy-ball momentum β (0: plain SGD) and Nesterov's look-ahead (`SGDRun.step`).
+
+    A loss with label noise draws its noise per sample from the token stream's generator; ``info["risk"]`` is
+    then the risk with the noise and ``info["excess_risk"]`` the risk against the noiseless teacher.
 
     A step that meets a non-finite number stops the run: ``info["status"] = "diverged"`` and
     ``info["message"]`` says at which step and time; the result holds the times reached.
@@ -344,22 +421,24 @@ def sgd(
         factors = initial_factors(model, inits, d, seed, data)
     sigma = data.letter(model, d)
     token_seed, risk_seed = np.random.SeedSequence(seed).spawn(3)[1:]
-    run = SGDRun(model, loss, C, factors, lr, batch, gamma, np.random.default_rng(token_seed), data=data)
+    rng = np.random.default_rng(token_seed)
+    run = SGDRun(model, loss, C, factors, lr, batch, gamma, rng, data=data, momentum=momentum, nesterov=nesterov)
     probe = (
         RiskProbe(model, loss, C, np.random.default_rng(risk_seed), risk_samples, data=data) if risk_samples else None
     )
-    rates = _StepRates(model, d, lr, batch, schedules, times[-1] if horizon is None else horizon)
-    schedule = steps_for(model, times, d, lr)
-    fast = [] if fast_times is None else list(np.rint(np.asarray(fast_times, float) / lr).astype(np.int64))
+    axis_lr = effective_lr(lr, momentum)
+    rates = _StepRates(model, d, lr, batch, schedules, times[-1] if horizon is None else horizon, axis_lr)
+    schedule = steps_for(model, times, d, axis_lr)
+    fast = [] if fast_times is None else list(np.rint(np.asarray(fast_times, float) / axis_lr).astype(np.int64))
     record, fast_m, step, start = _Measurements(probe, spectra), [], 0, time.perf_counter()
     last = max([schedule[-1]] + fast)
     status, message = "ok", "reached the horizon"
-    per_time = model.definition.steps_per_time(d, lr)
+    per_time = model.definition.steps_per_time(d, axis_lr)
 
     def diverged(at):
         return "diverged", (
             f"diverged at step {at}, {model.definition.time_symbol} = {at / per_time:.6g}: the SGD state "
-            f"became non-finite; lower the learning rate (η = {lr:g}, ηd/B = {lr * d / batch:.3g}) "
+            f"became non-finite; lower the learning rate (η = {lr:g}, η_eff d/B = {axis_lr * d / batch:.3g}) "
             f"or the weight decay (γ = {gamma:g})"
         )
 
@@ -454,13 +533,23 @@ def matrix_flow(model, factors, source, *, times, words, rtol=1e-9, atol=1e-11, 
     )
 
 
+def config_sgd(config, *, d, seed, times, words, axis_lr=None, **options):
+    """Online SGD of a configuration at ``d`` from the draw of ``seed`` (`sgd` with its [model], [loss], [data],
+    [init.k] and [sgd] keys: the one place a run is built from a configuration). ``axis_lr``: run at the step whose
+    time axis reads this rate (η/(1 − β) with momentum: a κ chosen by the caller); default ``[sgd] lr``.
+    ``options``: the rest of `sgd`'s keywords (``factors``, ``progress``, ``risk_samples``, …)."""
+    model_table, table = config.settings.model, config.settings.sgd
+    lr = table.lr if axis_lr is None else axis_lr * (1.0 - table.momentum)
+    return sgd(config.model, config.loss(), config.inits(), d=d, lr=lr, batch=table.batch, times=times, words=words,
+               gamma=model_table.gamma, C=model_table.C, seed=seed, schedules=config.schedules(),
+               horizon=config.settings.integrate.T, data=config.data(), momentum=table.momentum,
+               nesterov=table.nesterov, **options)  # fmt: skip
+
+
 def _seed_run(config, d, seed, times, words, fast_times, progress, risk_samples=RISK_SAMPLES):
     """One seed of `simulate_config` (a task for `momentgen.parallel.run_tasks`)."""
-    table = config.settings.model
-    return sgd(config.model, config.loss(), config.inits(), d=d, lr=config.settings.sgd.lr,
-               batch=config.settings.sgd.batch, times=times, words=words, gamma=table.gamma, C=table.C,
-               seed=seed, progress=progress, fast_times=fast_times, schedules=config.schedules(),
-               horizon=config.settings.integrate.T, risk_samples=risk_samples, data=config.data())  # fmt: skip
+    return config_sgd(config, d=d, seed=seed, times=times, words=words, progress=progress, fast_times=fast_times,
+                      risk_samples=risk_samples)  # fmt: skip
 
 
 def _integrated_time(config, times):
@@ -476,6 +565,16 @@ def risk_over_seeds(risks, standard_errors):
     risks = np.asarray(risks, dtype=float)
     se = risks.std(axis=0, ddof=1) / np.sqrt(len(risks)) if len(risks) > 1 else np.asarray(standard_errors[0])
     return {"risk": risks.mean(axis=0).tolist(), "risk_se": np.asarray(se, dtype=float).tolist()}
+
+
+def excess_over_seeds(infos, reached):
+    """``excess_risk`` and ``excess_risk_se`` over seeds (`risk_over_seeds`) from each seed's measurements
+    ``infos`` (dicts with ``excess_risk``, ``excess_risk_se``: a loss with label noise), else nothing."""
+    if not infos or "excess_risk" not in infos[0]:
+        return {}
+    risks = [info["excess_risk"][:reached] for info in infos]
+    over = risk_over_seeds(risks, [info["excess_risk_se"][:reached] for info in infos])
+    return {"excess_risk": over["risk"], "excess_risk_se": over["risk_se"]}
 
 
 def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41, n_jobs=None):
@@ -517,15 +616,17 @@ def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41, n
         "steps": runs[0].steps[:reached].tolist(),
         **_integrated_time(config, times[:reached]),
         # when each value was measured: a whole number of steps, within half a step of its grid time
-        "t_reached": (runs[0].steps[:reached] / config.model.definition.steps_per_time(d, sgd_table.lr)).tolist(),
+        "t_reached": (runs[0].steps[:reached] / config.model.definition.steps_per_time(d, config.axis_lr)).tolist(),
         "d": d,
         "lr": sgd_table.lr,
+        "momentum": sgd_table.momentum,
         "batch": sgd_table.batch,
         "seeds": list(seeds),
         "seconds": sum(r.info["seconds"] for r in runs),  # summed over the seeds (the compute spent)
         "wall_seconds": time.perf_counter() - began,  # what the caller waited (seeds run in parallel)
         "config_hash": config.digest,
         **risk_over_seeds([r.info["risk"][:reached] for r in runs], [r.info["risk_se"][:reached] for r in runs]),
+        **excess_over_seeds([r.info for r in runs], reached),
         "status": "diverged" if failed else "ok",
         "message": f"seed {failed[0].info['seed']}: {failed[0].info['message']}" if failed else "reached the horizon",
     }

@@ -11,8 +11,17 @@ like (moment error)/risk — read a risk far below the closure's estimate as unr
 import numpy as np
 
 from .errors import STATE_ERRORS
+from .potential import Potential
 
-__all__ = ["theory_risk", "relative_risk_estimate", "local_slope", "settled_slope", "RISK_TOL", "SETTLED"]
+__all__ = [
+    "theory_risk",
+    "theory_excess_risk",
+    "relative_risk_estimate",
+    "local_slope",
+    "settled_slope",
+    "RISK_TOL",
+    "SETTLED",
+]
 
 #: The relative accuracy of the risk a closure vouches for (``risk_valid_until``): 10 %, a tenth of a decade
 #: on a log axis.
@@ -24,18 +33,44 @@ def theory_risk(problem, series, means=None):
     (a kind with a mean; default the problem's). NaN from the first state Φ cannot be evaluated at
     (a stopped run's series end before it)."""
     truncation = problem.source(means).truncation
-    words = truncation.program.words
     length = len(next(iter(series.values()))) if series else 0
-    columns = [np.asarray(series[w], float) if w in series else np.zeros(length) for w in words]
     risk, state = np.full(length, np.nan), truncation.state
-    for i in range(length):
-        y = np.array([column[i] for column in columns])
+    for i, y in enumerate(_states(truncation, series, length)):
         try:
             risk[i] = truncation.state_and_value(y, state)[1].phi
             state = truncation.advanced(y, state)  # the branch of m* followed from state to state
         except STATE_ERRORS:
             break
     return risk
+
+
+def theory_excess_risk(problem, series, risk, means=None):
+    """With label noise (MATH.md §13), the excess risk along ``series``: Φ of the noiseless teacher's loss
+    (`momentgen.losses.Loss.clean`) at the same order parameters — ``risk − σ²`` per output when the noise is
+    additive (`Loss.noise_offset`), else that loss's own potential along the run. None for a noiseless loss."""
+    loss = problem.loss
+    if not loss.noisy:
+        return None
+    if loss.noise_offset is not None:
+        return np.asarray(risk, float) - loss.noise_offset
+    config = problem.config
+    clean = Potential(loss.clean, problem.model.kind, C=config.settings.model.C, rtol=config.settings.loss.rtol)
+    truncation = problem.source(means).truncation
+    out, state = np.full(len(risk), np.nan), truncation.state
+    for i, y in enumerate(_states(truncation, series, len(risk))):
+        try:
+            order = truncation.state_and_value(y, state)[0]
+            out[i] = clean.at(*order).phi
+            state = truncation.advanced(y, state)
+        except STATE_ERRORS:
+            break
+    return out
+
+
+def _states(truncation, series, length):
+    """The state vectors (the truncation's words, 0 for those the series lacks) at each of ``length`` times."""
+    columns = [np.asarray(series[w], float) if w in series else np.zeros(length) for w in truncation.program.words]
+    return [np.array([column[i] for column in columns]) for i in range(length)]
 
 
 def relative_risk_estimate(fine, others):

@@ -13,9 +13,16 @@ carries ``κ(s) = κ₀ f(u)/b(u)`` with ``κ₀ = ηd/B`` (`TimeChange`).
 * ``cosine`` — ``final + (1 − final)(1 + cos πv)/2``; ``linear`` — ``1 − (1 − final) v``; where
   ``v = (u − warmup)/(1 − warmup)`` is the progress after the warm-up;
 * ``step`` — multiplied by ``factor`` at each of the ``milestones`` (fractions of the run);
-* ``from-file`` — the table ``(u, f)`` of an .npz, linear between its points;
+* ``wsd`` — warm-up, stable, decay: 1 until the last ``decay`` fraction of the run, then linear down to
+  ``final`` at u = 1;
+* ``power`` — ``final + (1 − final)(1 − v)^exponent`` (the optimal form of the functional scaling-law papers);
+* ``from-file`` — the table ``(u, f)`` of an .npz, linear between its points; ``table`` — the same from an
+  inline table ``{u = […], f = […]}`` (what a Python callable ``f(u)`` given to the API becomes, `tabulate`);
 
-times a linear warm-up ``min(1, u/warmup)`` (every form but from-file, whose table holds its own).
+times a linear warm-up ``min(1, u/warmup)`` (every form but the tabulated ones, whose tables hold their own).
+
+Momentum (heavy ball ``v ← βv − ηg``, ``W ← W + v``, MATH.md §14) is, to first order in κ, SGD at
+``η/(1 − β)``: the time axis and κ of such a run are those of `effective_lr` (one place for the rule).
 """
 
 from dataclasses import dataclass
@@ -23,16 +30,29 @@ from functools import cached_property
 
 import numpy as np
 
-__all__ = ["FORMS", "Schedule", "TimeChange", "CONSTANT"]
+__all__ = [
+    "FORMS",
+    "TABULATED",
+    "Schedule",
+    "TimeChange",
+    "CONSTANT",
+    "effective_lr",
+    "kappa_of",
+    "lr_for_kappa",
+    "tabulate",
+]
 
-FORMS = ("constant", "cosine", "linear", "step", "from-file")
+FORMS = ("constant", "cosine", "linear", "step", "wsd", "power", "from-file", "table")
+TABULATED = ("from-file", "table")  # forms read from a table (u, f): no warm-up of their own
+#: points at which a Python callable f(u) is tabulated (`tabulate`)
+TABLE_POINTS = 1025
 _CELLS = 2**14  # cells of the table F is integrated on (midpoint rule; breakpoints are cell edges)
 
 
 @dataclass(frozen=True)
 class Schedule:
     """A multiplier ``f(u)`` of a base value over the fraction ``u = n/N`` of the run (see the module
-    docstring); ``table`` is the from-file form's ``(u, f)``, each a tuple of floats."""
+    docstring); ``table`` is the tabulated forms' ``(u, f)``, each a tuple of floats."""
 
     form: str = "constant"
     warmup: float = 0.0
@@ -40,6 +60,8 @@ class Schedule:
     milestones: tuple = ()
     factor: float = 0.1
     table: tuple = None
+    decay: float = 0.2
+    exponent: float = 1.0
 
     @property
     def constant(self):
@@ -49,7 +71,7 @@ class Schedule:
     def __call__(self, u):
         """f at fractions ``u`` (clipped to [0, 1]); an array like ``u``."""
         u = np.clip(np.asarray(u, dtype=float), 0.0, 1.0)
-        if self.form == "from-file":
+        if self.table is not None:
             return np.interp(u, *self.table)
         ramp = np.minimum(1.0, u / self.warmup) if self.warmup > 0 else np.ones_like(u)
         return ramp * self._main(u)
@@ -62,6 +84,11 @@ class Schedule:
             return 1.0 - (1.0 - self.final) * v
         if self.form == "step":
             return self.factor ** np.searchsorted(np.asarray(self.milestones, float), u, side="right")
+        if self.form == "wsd":
+            into_decay = np.clip((u - (1.0 - self.decay)) / self.decay, 0.0, 1.0)
+            return 1.0 - (1.0 - self.final) * into_decay
+        if self.form == "power":
+            return self.final + (1.0 - self.final) * (1.0 - v) ** self.exponent
         return np.ones_like(u)
 
     @property
@@ -73,6 +100,8 @@ class Schedule:
     def knots(self):
         """Cell edges on [0, 1]: a uniform grid plus every breakpoint (warm-up end, milestones, table points)."""
         points = [np.linspace(0.0, 1.0, _CELLS + 1), [self.warmup], list(self.milestones)]
+        if self.form == "wsd":
+            points.append([1.0 - self.decay])
         if self.table is not None:
             points.append(self.table[0])
         return np.unique(np.clip(np.concatenate([np.asarray(p, float) for p in points]), 0.0, 1.0))
@@ -135,3 +164,36 @@ class TimeChange:
         """The largest ``f/b`` over the run (κ₀ times it must stay below 1)."""
         u = np.union1d(self.lr.knots, self.batch.knots)
         return float(np.max(self.lr(u) / self.batch(u)))
+
+
+def effective_lr(lr, momentum=0.0):
+    """The learning rate whose SGD a heavy-ball run at ``(lr, momentum)`` follows to first order in κ (MATH.md
+    §14): ``η/(1 − β)``. The time axis (tied ``t = 4nη_eff/d``) and κ = η_eff d/B of such a run are read with it."""
+    return lr / (1.0 - momentum)
+
+
+def kappa_of(lr, d, batch, momentum=0.0):
+    """κ = η_eff d/B of the finite-learning-rate term (MATH.md §9, §14): the one place it is written."""
+    return effective_lr(lr, momentum) * d / batch
+
+
+def lr_for_kappa(kappa, d, batch, momentum=0.0):
+    """The raw step η of a run at κ (`kappa_of`'s inverse): ``κ B (1 − β)/d``."""
+    return kappa * batch * (1.0 - momentum) / d
+
+
+def tabulate(f, points=TABLE_POINTS):
+    """The table ``{"u": […], "f": […]}`` of a Python callable ``f(u)`` on ``points`` equally spaced fractions of
+    the run (linear between them, like a from-file table): the ``table`` form of a schedule. ``f`` is called on each
+    u (a float); a value that is not a finite number ≥ 0 is a ValueError naming the u."""
+    u = np.linspace(0.0, 1.0, points)
+    values = []
+    for x in u:
+        try:
+            value = float(f(float(x)))
+        except Exception as error:  # the user's function: any failure becomes one line
+            raise ValueError(f"the schedule function failed at u = {x:g}: {type(error).__name__}: {error}") from None
+        if not (np.isfinite(value) and value >= 0):
+            raise ValueError(f"the schedule function returned {value!r} at u = {x:g}; a multiplier is finite and ≥ 0")
+        values.append(value)
+    return {"u": u.tolist(), "f": values}

@@ -50,7 +50,7 @@ import scipy.stats
 
 from . import figures as style
 from .arguments import int_list, seed_list
-from .closures import CLOSURES, solve_with_closure, whole_curve_closure
+from .closures import CLOSURES, momentum_caveat, solve_with_closure, whole_curve_closure
 from .config import ConfigError, parse_config
 from .errors import InfeasibleState, ModelError, MomentgenError, shown
 from .files import PAPER_FORMATS, provenance, save_figure, write_csv, write_json
@@ -58,7 +58,7 @@ from .hierarchy import build
 from .initial import empirical_moments
 from .parallel import check_n_jobs, run_tasks
 from .potential import Potential
-from .reference import mean_increments, sgd
+from .reference import config_sgd, mean_increments
 from .results import REACHED
 from .truncation import Truncation
 from .verification_plan import MIN_STEPS, _check_sgd_runs, _plan, _sgd_points, _States, check_budget
@@ -152,8 +152,7 @@ def verify(
         raise ConfigError(f"verify needs two different dimensions ≥ 2, got {list(dims)}")
     if len(seeds) < 3:
         raise ConfigError("verify needs at least three seeds (a standard error of the finite-d leg)")
-    sgd_table = config.settings.sgd
-    kappa = sgd_table.lr * sgd_table.d / sgd_table.batch if kappa is None else float(kappa)
+    kappa = config.sgd_kappa() if kappa is None else float(kappa)
     if not 0 < kappa < 1:
         raise ConfigError(f"verify runs SGD at kappa = lr*d/batch in (0, 1), got {kappa:g}: set --kappa")
     _check_sgd_runs(config, (d1, d2), kappa)  # before anything runs
@@ -194,6 +193,9 @@ def _verdict(config, checks, kappa, curve_kappa):
         return Verification("disagree", message, checks, config.digest)
     if checks["closure"].get("cannot"):
         return Verification("cannot verify", f"closure: {checks['closure']['message']}", checks, config.digest)
+    caveat = momentum_caveat(config, kappa)
+    if caveat is not None:
+        return Verification("agree", f"every check passed, but {caveat}", checks, config.digest)
     return Verification("agree", "every check passed", checks, config.digest)
 
 
@@ -479,11 +481,9 @@ def _seed_pair(raw, source, d, seed, lr, times, words, kappa):
     same state, both read at the SGD measurements' own times (a whole number of steps each).
     {"reached", "sgd": {word: (time,)}, "theory": {word: (time,)}, "bound", "status", "message"}."""
     config = parse_config(raw, source)
-    model, table = config.model, config.settings.model
+    model = config.model
     factors = _States(config).factors(d, seed)
-    run = sgd(model, config.loss(), config.inits(), d=d, lr=lr, batch=config.settings.sgd.batch, times=times,
-              words=words, gamma=table.gamma, C=table.C, seed=seed, factors=factors, progress=False,
-              schedules=config.schedules(), horizon=config.settings.integrate.T, data=config.data())  # fmt: skip
+    run = config_sgd(config, d=d, seed=seed, times=times, words=words, axis_lr=lr, factors=factors, progress=False)
     reached = run.steps / model.definition.steps_per_time(d, lr)
     theory, exact = solve_with_closure(config, factors=factors, kappa=kappa), False
     if theory.status == InfeasibleState.status and kappa == 0:

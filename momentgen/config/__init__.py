@@ -17,8 +17,10 @@ range), so that a wrong one stops with one line that names it::
     activation = "h1"      # mse only: h1 h2 h3 tanh erf softplus
     student = [1]          # indices summed into the student output (default [1])
     teacher = [2]          # indices summed into the teacher output (default [2])
-    expression = "..."     # custom loss in G[i, j, k] (see momentgen.losses)
+    expression = "..."     # custom loss in G[i, j, k] (see momentgen.losses); `xi` is the label noise
     rtol = 1e-8            # accuracy of the quadrature rule (non-polynomial losses)
+    noise = 0.0            # label noise σ (MATH.md §13): N(0, σ²) added to each teacher output, one draw
+                           # per sequence; an expression reads it as `xi` (e.g. (G[1,1,1] - G[1,1,2] - xi)**2)
 
     [data]                 # the tokens' covariance E[x xᵀ] = C ⊗ Σ (MATH.md §10)
     covariance = "isotropic"  # isotropic (Σ = I) | power-law | from-file (every kind; MATH.md §10)
@@ -62,12 +64,18 @@ range), so that a wrong one stops with one line that names it::
     batch = 256            # B
     seeds = [0]
     max_steps = 10000000   # refuse a run of more SGD steps per seed (T·d/(4η) tied, T·d/η others)
-    schedule = "constant"  # constant | cosine | linear | step | from-file: step n of N uses lr·f(n/N)
-    warmup = 0.0           # fraction of the run with a linear warm-up from 0 (not from-file)
-    final = 0.0            # cosine, linear: the last rate as a fraction of lr
+    momentum = 0.0         # heavy ball β (MATH.md §14): the theory runs at η/(1 − β), its time axis too
+    nesterov = false       # Nesterov's look-ahead (needs momentum > 0; the same first order)
+    schedule = "constant"  # constant | cosine | linear | step | wsd | power | from-file | table:
+                           # step n of N uses lr·f(n/N) (the API also takes a Python callable f(u))
+    warmup = 0.0           # fraction of the run with a linear warm-up from 0 (not from-file / table)
+    final = 0.0            # cosine, linear, wsd, power: the last rate as a fraction of lr
     milestones = [0.5]     # step: fractions of the run where the rate is multiplied by `factor`
     factor = 0.1
+    decay = 0.2            # wsd: the last fraction of the run, a linear decay to `final`
+    exponent = 1.0         # power: final + (1 − final)(1 − v)^exponent after the warm-up
     path = "lr.npz"        # from-file: vectors u (0 … 1) and f (multipliers ≥ 0)
+    table = { u = [0.0, 1.0], f = [1.0, 0.5] }  # table: the same, inline
     batch_schedule = { schedule = "step", milestones = [0.5], factor = 4.0 }  # the batch's, same keys
                            # but warmup (optional; κ(t) = lr·f·d/(batch·b) must stay < 1 with finite_lr)
 """
@@ -90,7 +98,7 @@ from ..inits import InitSpec
 from ..losses import builtin, parse_expression
 from ..matrices import initial_factors, load_factors, means, read_covariance
 from ..models import Model
-from ..schedules import TimeChange
+from ..schedules import TimeChange, effective_lr, kappa_of, tabulate
 from ..words import canonical, parse
 from .checks import _check_file_means, _check_loss, _check_schedules, _check_together, _schedule
 from .schema import _SCHEMA, CLOSURES, METHODS, ConfigError, Settings, _check_keys, _table
@@ -101,7 +109,9 @@ __all__ = ["Config", "ConfigError", "load_config", "parse_config", "METHODS", "C
 @functools.lru_cache(maxsize=32)
 def _loss(expression, name, L, K, options):
     """A `Loss` from an expression, or a built-in ``name`` with its ``options`` (sorted (key, value) pairs)."""
-    return parse_expression(expression, L, K) if expression is not None else builtin(name, L=L, K=K, **dict(options))
+    if expression is not None:
+        return parse_expression(expression, L, K, **dict(options))
+    return builtin(name, L=L, K=K, **dict(options))
 
 
 @dataclass(frozen=True)
@@ -163,20 +173,28 @@ class Config:
 
     @property
     def kappa(self):
-        """κ = ηd/B of the finite-learning-rate term: ``lr·d/batch`` of [sgd] when ``[integrate]
-        finite_lr`` is on, else 0 (the ηd/B → 0 hierarchy)."""
-        if not self.settings.integrate.finite_lr:
-            return 0.0
+        """κ = η_eff d/B of the finite-learning-rate term (`momentgen.schedules.kappa_of`: ``lr·d/batch``, over
+        ``1 − momentum`` with a heavy ball) when ``[integrate] finite_lr`` is on, else 0 (the ηd/B → 0 hierarchy)."""
+        return self.sgd_kappa() if self.settings.integrate.finite_lr else 0.0
+
+    def sgd_kappa(self, d=None):
+        """κ = η_eff d/B of the ``[sgd]`` run at ``d`` (default ``[sgd] d``), whether or not the theory carries it."""
         sgd = self.settings.sgd
-        return sgd.lr * sgd.d / sgd.batch
+        return kappa_of(sgd.lr, sgd.d if d is None else d, sgd.batch, sgd.momentum)
+
+    @property
+    def axis_lr(self):
+        """The learning rate the time axis is read with: η, or η/(1 − β) with momentum β (MATH.md §14;
+        `momentgen.schedules.effective_lr`)."""
+        return effective_lr(self.settings.sgd.lr, self.settings.sgd.momentum)
 
     def loss(self):
         """The `momentgen.losses.Loss` of the [loss] table (derived and checked once per table: a `Loss` is
         immutable)."""
         spec, L, K = self.settings.loss, self.settings.model.L, self.settings.model.K
         if spec.expression is not None:
-            return _loss(spec.expression, None, L, K, ())
-        options = {"student": spec.student, "teacher": spec.teacher}
+            return _loss(spec.expression, None, L, K, (("noise", spec.noise),))
+        options = {"student": spec.student, "teacher": spec.teacher, "noise": spec.noise}
         if spec.builtin == "mse":
             options["activation"] = spec.activation
         return _loss(None, spec.builtin, L, K, tuple(sorted(options.items())))
@@ -283,7 +301,18 @@ class Config:
 
 
 #: (table, key) added after version 0.2: left out of `Config.digest` while at their default.
-_LATER_KEYS = (("data", "covariance"), ("data", "exponent"), ("data", "path"), ("init", "exponent"))
+_LATER_KEYS = (
+    ("data", "covariance"),
+    ("data", "exponent"),
+    ("data", "path"),
+    ("init", "exponent"),
+    ("loss", "noise"),
+    ("sgd", "momentum"),
+    ("sgd", "nesterov"),
+    ("sgd", "table"),
+    ("sgd", "decay"),
+    ("sgd", "exponent"),
+)
 
 
 def _digest_view(raw):
@@ -292,6 +321,8 @@ def _digest_view(raw):
     for table, key in _LATER_KEYS:
         default = _SCHEMA[table][key][0]
         tables = view["init"].values() if table == "init" else [view.get(table, {})]
+        if table == "sgd" and isinstance(view["sgd"].get("batch_schedule"), dict):
+            tables = [*tables, view["sgd"]["batch_schedule"]]
         for values in tables:
             if values.get(key, default) == default:
                 values.pop(key, None)
@@ -405,6 +436,24 @@ def _nearby(path):
     return f"; did you mean the example {example[0]!r}?" if example else ""
 
 
+def _tabulate_callables(data, where):
+    """A Python callable ``f(u)`` given as ``[sgd] schedule`` (or the batch schedule's) becomes the ``table`` form:
+    its values on `momentgen.schedules.TABLE_POINTS` fractions of the run (in place; the configuration then holds
+    numbers only, so its digest, files and other processes see the table)."""
+    sgd = data.get("sgd")
+    tables = [sgd] if isinstance(sgd, dict) else []
+    if tables and isinstance(sgd.get("batch_schedule"), dict):
+        sgd["batch_schedule"] = dict(sgd["batch_schedule"])
+        tables.append(sgd["batch_schedule"])
+    for name, table in zip(("[sgd] schedule", "[sgd] batch_schedule"), tables):
+        if callable(table.get("schedule")):
+            try:
+                table["table"] = tabulate(table["schedule"])
+            except ValueError as error:
+                raise ConfigError(f"{where}{name}: {error}") from None
+            table["schedule"] = "table"
+
+
 def parse_config(data, source=None, given=None):
     """Validate a configuration given as a dict (the parsed TOML), filling in defaults.
 
@@ -416,6 +465,7 @@ def parse_config(data, source=None, given=None):
     if not isinstance(data, dict):
         raise ConfigError(f"{where}a configuration is a table of tables, got {type(data).__name__}")
     _check_keys(data, _SCHEMA, where, "top level")
+    _tabulate_callables(data, where)
     raw = {
         table: _table(data.get(table, {}), fields, where, f"[{table}]")
         for table, fields in _SCHEMA.items()

@@ -8,7 +8,7 @@ from ..errors import WordError
 from ..inits import InitSpec
 from ..matrices import matrix_bytes, read_vectors
 from ..models import Model
-from ..schedules import Schedule
+from ..schedules import Schedule, kappa_of
 from ..words import parse
 from .schema import _SCHEMA, MAX_ALIGNED_C, ConfigError, _check_schedule_keys
 
@@ -36,6 +36,7 @@ def _check_together(raw, given, where):
     _check_data(raw, where)
     sgd_given = {key.split(".", 1)[1] for key in given if key.startswith("sgd.")}
     _check_schedule_keys(raw["sgd"], sgd_given, where + "[sgd] ")
+    _check_momentum(raw["sgd"], where)
     if raw["integrate"]["finite_lr"]:
         _check_finite_lr(raw, given, where)
     truncation = raw["truncation"]
@@ -47,6 +48,12 @@ def _check_together(raw, given, where):
             f"{where}[truncation] the quadrature closure needs degree M ≥ 3 (order n = ⌊(M − 1)/2⌋ ≥ 1), "
             f"got {truncation['degree']}"
         )
+
+
+def _check_momentum(sgd, where):
+    """Nesterov's look-ahead needs a momentum to look ahead with."""
+    if sgd["nesterov"] and sgd["momentum"] == 0:
+        raise ConfigError(f"{where}[sgd] nesterov = true needs momentum > 0 (with momentum 0 it is plain SGD)")
 
 
 def _check_observables(raw, where):
@@ -212,12 +219,13 @@ def _check_finite_lr(raw, given, where):
             + ", ".join(f"[sgd] {key}" for key in missing)
         )
     sgd = raw["sgd"]
-    kappa = sgd["lr"] * sgd["d"] / sgd["batch"]
+    kappa = kappa_of(sgd["lr"], sgd["d"], sgd["batch"], sgd["momentum"])
     if kappa >= 1:
+        momentum = f"/(1 − {sgd['momentum']:g})" if sgd["momentum"] else ""
         raise ConfigError(
-            f"{where}[integrate] finite_lr: kappa = lr·d/batch = {sgd['lr']:g}·{sgd['d']}/{sgd['batch']} = "
-            f"{kappa:.3g} ≥ 1 is outside the expansion in kappa the term is the first order of; lower lr "
-            "or raise batch"
+            f"{where}[integrate] finite_lr: kappa = lr·d/batch{' /(1 − momentum)' if momentum else ''} = "
+            f"{sgd['lr']:g}·{sgd['d']}/{sgd['batch']}{momentum} = {kappa:.3g} ≥ 1 is outside the expansion in kappa "
+            "the term is the first order of; lower lr or raise batch"
         )
     definition = models.get(raw["model"]["kind"])
     if definition.noise_scale is None:
@@ -232,8 +240,18 @@ def _schedule(table, base):
         path = base / table.path
         arrays = read_vectors(path, ("u", "f"), "schedule table")
         return Schedule(table.schedule, table=_checked_table(arrays["u"], arrays["f"], path))
+    if table.schedule == "table":  # checked by the schema (`schema._schedule_table`)
+        return Schedule(table.schedule, table=(tuple(table.table["u"]), tuple(table.table["f"])))
     warmup = getattr(table, "warmup", 0.0)  # a batch schedule has none
-    return Schedule(table.schedule, milestones=table.milestones, warmup=warmup, final=table.final, factor=table.factor)
+    return Schedule(
+        table.schedule,
+        milestones=table.milestones,
+        warmup=warmup,
+        final=table.final,
+        factor=table.factor,
+        decay=table.decay,
+        exponent=table.exponent,
+    )
 
 
 #: the largest multiplier a schedule may reach (a step schedule's factor ** milestones beyond it is a typo)
@@ -284,7 +302,8 @@ def _check_loss(config):
     """The loss builds, and it depends on a trainable index (else nothing would learn)."""
     loss = config.loss()
     trainable = set(config.model.trainable)
-    if not any(int(str(v).rsplit("_", 1)[1]) in trainable for v in loss.expr.free_symbols):
+    used = loss.expr.free_symbols & set(loss.variables)  # G_i_j_k (not the label noise xi_o)
+    if not any(int(str(v).rsplit("_", 1)[1]) in trainable for v in used):
         raise ConfigError(
             f"loss {loss.name!r} does not depend on a trainable index {sorted(trainable)}: "
             "its gradient is 0 and nothing would move; check [loss] student/teacher and [model] trainable"

@@ -12,7 +12,7 @@ from .. import models
 from ..data import COVARIANCES
 from ..errors import ModelError, shown
 from ..inits import INIT_KINDS
-from ..schedules import FORMS
+from ..schedules import FORMS, TABULATED
 
 
 class ConfigError(ModelError):
@@ -159,6 +159,43 @@ def _milestones(value):
     return [float(u) for u in value]
 
 
+def _momentum(value):
+    if not 0 <= _number(value) <= MAX_MOMENTUM:
+        raise ValueError(f"must be a number in [0, {MAX_MOMENTUM:g}] (the heavy-ball β; 0: plain SGD)")
+    return value
+
+
+#: the largest heavy-ball β: at 0.999 the run's memory is 1000 steps; beyond it η/(1 − β) is a typo's scale
+MAX_MOMENTUM = 0.999
+#: the most points of an inline schedule table (a callable is tabulated on 1 025)
+MAX_TABLE_POINTS = 10_001
+
+
+def _schedule_table(value):
+    """An inline table ``{u = […], f = […]}``: u increasing strictly from 0 to 1, f finite multipliers ≥ 0."""
+    if not isinstance(value, dict) or set(value) != {"u", "f"}:
+        raise ValueError("must be an inline table {u = [0, …, 1], f = [multipliers ≥ 0]}")
+    u, f = value["u"], value["f"]
+    for name, column in (("u", u), ("f", f)):
+        if not isinstance(column, list) or not 2 <= len(column) <= MAX_TABLE_POINTS:
+            raise ValueError(f"`{name}` must be a list of 2 to {MAX_TABLE_POINTS} numbers")
+        for x in column:
+            _number(x)
+    if len(u) != len(f):
+        raise ValueError(f"u and f must have the same length, got {len(u)} and {len(f)}")
+    if u[0] != 0 or u[-1] != 1 or any(b <= a for a, b in zip(u, u[1:])):
+        raise ValueError("u must increase strictly from 0 to 1 (fractions of the run)")
+    if any(x < 0 for x in f) or not any(x > 0 for x in f):
+        raise ValueError("f must be multipliers ≥ 0, not all 0")
+    return {"u": [float(x) for x in u], "f": [float(x) for x in f]}
+
+
+def _decay(value):
+    if not 0 < _number(value) <= 1:
+        raise ValueError("must be a fraction of the run in (0, 1]")
+    return value
+
+
 def _batch_schedule(value):
     """An inline table ``{schedule, final, milestones, factor, path}`` (no warm-up: a batch of 0 has no step)."""
     if not isinstance(value, dict):
@@ -233,6 +270,8 @@ class LossSettings:
     teacher: tuple = key([2], _index_list)
     heads: tuple | None = key(None, _optional(_head_groups))
     rtol: float = key(1e-8, _fraction)
+    # label noise σ (MATH.md §13): a Gaussian of std σ added to each teacher output, one draw per sequence
+    noise: float = key(0.0, _at_most(_non_negative, 1e3))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -302,6 +341,9 @@ class ScheduleSettings:
     milestones: tuple = key([], _milestones)
     factor: float = key(0.1, _at_most(_positive, 1e3))
     path: str | None = key(None, _optional(_string))
+    table: dict | None = key(None, _optional(_schedule_table))
+    decay: float = key(0.2, _decay)
+    exponent: float = key(1.0, _at_least(_at_most(_positive, 10), 0.01))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -315,6 +357,8 @@ class SgdSettings(ScheduleSettings):
     seeds: tuple = key([0], _seeds)
     max_steps: int = key(10_000_000, _integer(1, 10**12))
     warmup: float = key(0.0, _warmup)
+    momentum: float = key(0.0, _momentum)
+    nesterov: bool = key(False, _boolean)
     batch_schedule: ScheduleSettings | None = key(None, _optional(_batch_schedule))
 
 
@@ -378,7 +422,10 @@ _SCHEDULE_USES = {
     "cosine": ("final",),
     "linear": ("final",),
     "step": ("milestones", "factor"),
+    "wsd": ("final", "decay"),
+    "power": ("final", "exponent"),
     "from-file": ("path",),
+    "table": ("table",),
 }
 
 
@@ -403,14 +450,19 @@ def _table(given, fields, where, name):
 def _check_schedule_keys(table, given, where):
     """A schedule's keys that its form does not read are refused (nothing silent)."""
     form = table["schedule"]
-    uses = set(_SCHEDULE_USES[form]) | ({"warmup"} if form != "from-file" else set())
+    uses = set(_SCHEDULE_USES[form]) | ({"warmup"} if form not in TABULATED else set())
     changed = {key for key in given if key in table and table[key] != _SCHEMA["sgd"][key][0]}  # defaults are moot
-    unused = sorted({"final", "milestones", "factor", "path", "warmup"} & changed - uses)
+    unused = sorted({"final", "milestones", "factor", "path", "warmup", "table", "decay", "exponent"} & changed - uses)
     if unused:
         raise ConfigError(f"{where}`{unused[0]}` does not apply to schedule = {form!r}: remove it")
-    needed = {"step": "milestones", "from-file": "path"}.get(form)
+    needed = {"step": "milestones", "from-file": "path", "table": "table"}.get(form)
     if needed and not table[needed]:
         raise ConfigError(f"{where}schedule = {form!r} needs `{needed}`")
+    if form == "wsd" and table.get("warmup", 0.0) + table["decay"] > 1:
+        raise ConfigError(
+            f"{where}schedule = 'wsd': warmup + decay = {table['warmup'] + table['decay']:g} > 1; the warm-up and "
+            "the decay must fit in the run"
+        )
 
 
 def _check_keys(given, allowed, where, table):

@@ -82,6 +82,9 @@ class Potential:
     """
 
     def __init__(self, loss, kind, C=None, method="auto", rtol=1e-8, level=None, seed=0):
+        # label noise (MATH.md §13): Φ and its derivatives are those of E_ξ ℓ; the SGD-noise moments add up over the
+        # loss's noise parts (`momentgen.losses.Loss.noise_parts`), each a potential of its own
+        self.noisy_loss, loss = loss, loss.expected
         self.loss, self.kind, self.definition = loss, kind, models.get(kind)
         self.L, self.K = loss.L, loss.K
         self.C = _check_covariance(C, self.L)
@@ -94,6 +97,8 @@ class Potential:
         self.missed_rtol = False  # set when a run kept meeting states the rule could not reach rtol at
         self._pairs = _PairGeometry(self.C, self.definition.mean_weights(self.C))
         self._backend = _Wick(self) if self.method == "exact" else _Quadrature(self)
+        parts = self.noisy_loss.noise_parts if self.noisy_loss.noisy else []
+        self._noise_parts = [Potential(part, kind, C, method, rtol, level, seed) for part in parts]
 
     @classmethod
     def from_config(cls, config):
@@ -212,8 +217,10 @@ class Potential:
         Wick; quadrature path: pairs of the loss's additive groups (`noise`), the rule calibrated to
         max(``rtol``, 1e-3) at the first state it meets and then fixed."""
         m, Q1, Q2 = self._law(m, Q1, Q2)
-        outer = self._backend.gradient_outer(m, Q1, Q2)
-        N1, N2 = self._pairs.contract_noise(outer, self.K)
+        if self._noise_parts:  # E_ξ[∇ℓ∇ℓᵀ] = Σ_j E[∇ℓ_j∇ℓ_jᵀ]: the contraction is linear
+            N1, N2 = (sum(pair) for pair in zip(*(part.noise_at(Q1, Q2, m) for part in self._noise_parts)))
+        else:
+            N1, N2 = self._pairs.contract_noise(self._backend.gradient_outer(m, Q1, Q2), self.K)
         if not (np.all(np.isfinite(N1)) and np.all(np.isfinite(N2))):
             raise NonFinitePotential(
                 f"the noise second moments E[c c'] of loss {self.loss.name!r} are not finite at m={m.tolist()}, "

@@ -303,11 +303,16 @@ _EXPAND_PRODUCTS = dict(mul=True, multinomial=True, power_base=False, power_exp=
 
 
 def _group_terms(terms):
+    """The terms summed by the variables they depend on; a constant part (label noise's σ², an expression's + 1) is
+    added to the first group, where it integrates to itself (the rule's weights sum to 1)."""
     groups = {}
     for term in terms:
         key = frozenset(term.free_symbols)
         groups[key] = groups.get(key, 0) + term
-    return [g for g in groups.values() if g.free_symbols] or [sum(terms)]
+    constant = groups.pop(frozenset(), 0)
+    out = list(groups.values()) or [0]
+    out[0] = out[0] + constant
+    return out
 
 
 def _widest(groups):
