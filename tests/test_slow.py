@@ -102,7 +102,7 @@ def test_matrix_model_closure_at_n_800_on_the_tied_h2_escape():
 #: verify's budget per shipped example (seconds of SGD and the own-start closures): 120 s, and more where the theory
 #: is itself costly — the schedules example's closure is an ensemble of 8 stochastic matrix models per size (its
 #: closure check alone took 20–40 s, which the plan counts per seed), so 120 s leaves no plan of 3 seeds.
-BUDGETS = {"schedules": 300}
+BUDGETS = {"schedules": 300, "noise_floors": 300}
 
 
 @pytest.mark.parametrize("name", names())
