@@ -104,9 +104,9 @@ class Problem:
 
     @cached_property
     def nominal_times(self):
-        """The output grid, uniform on [0, T] on the kind's time axis (∝ samples: where results are reported),
-        with the extra ``output_times``."""
-        grid = np.linspace(0.0, self.integrate.T, self.integrate.points)
+        """The output grid on [0, T] on the kind's time axis (∝ samples: where results are reported; linear or log,
+        `Config.output_times`), with the extra ``output_times``."""
+        grid = self.config.output_times()
         return np.union1d(grid, self.output_times) if self.output_times else grid
 
     @cached_property

@@ -112,13 +112,17 @@ def check_sgd_plan(config, d=None):
             f"the SGD reference at d = {d} (batch {batch}) needs about {memory / 2**30:.3g} GiB; the "
             f"limit is [truncation] max_memory_gb = {config.max_bytes / 2**30:g}: lower d or batch, or raise the limit"
         )
-    spacing = integrate.T / (integrate.points - 1)
+    spacing = float(np.diff(config.output_times()).min())
     step = 1.0 / definition.steps_per_time(d, lr)
     if step > spacing * (1 + 1e-9):
+        fix = (
+            f"raise [integrate] log_first to at least {step:.3g} or lower lr"
+            if integrate.grid == "log"
+            else f"lower [integrate] points to at most {int(integrate.T / step) + 1} or lower lr"
+        )
         raise MomentgenError(
             f"one SGD step at d = {d} is {step:.3g} on {definition.time_symbol}, longer than the output spacing "
-            f"{spacing:.3g}: SGD cannot be reported at those times; lower [integrate] points to at most "
-            f"{int(integrate.T / step) + 1} or lower lr"
+            f"{spacing:.3g}: SGD cannot be reported at those times; {fix}"
         )
     return steps
 
@@ -594,7 +598,7 @@ def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41, n
     d = sgd_table.d if d is None else d
     seeds = sgd_table.seeds if seeds is None else seeds
     check_sgd_plan(config, d)
-    times = np.linspace(0.0, integrate.T, integrate.points)
+    times = config.output_times()
     words = config.reported_words()
     with_means = config.initial_means() is not None  # a kind with a mean: its fast phase is recorded too
     fast_times = np.linspace(0.0, integrate.fast_T, fast_points) if with_means else None

@@ -513,7 +513,7 @@ def _finite_d(config, theory, dims, kappa, plan, n_jobs, say):
     batch, seeds = config.settings.sgd.batch, plan["seeds"]
     words = [w for w in _observables(config) if w in theory.series]
     say(f"finite-d: SGD at d = {dims[0]}, {dims[1]}, {len(seeds)} seeds each, and the theory from each start")
-    times = np.linspace(0.0, config.settings.integrate.T, _sgd_points(config, dims[0], kappa))
+    times = config.output_times(_sgd_points(config, dims[0], kappa))
     tasks = [
         (_seed_pair, (config.raw, config.source, d, seed, kappa * batch / d, times, words, theory.kappa))
         for d in dims

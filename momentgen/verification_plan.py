@@ -9,6 +9,7 @@ from .config import ConfigError
 from .errors import MomentgenError
 from .matrices import initial_factors
 from .reference import SGDRun, check_sgd_plan
+from .schedules import lr_for_kappa
 
 #: the fewest SGD steps of the drift check (its standard error needs a sample)
 MIN_STEPS = 100
@@ -69,19 +70,31 @@ def _plan(config, start, dims, seeds, steps, kappa, budget, n_jobs, theory_secon
 
 
 def _sgd_points(config, d, kappa):
-    """Output points an SGD run at ``d`` (lr = κB/d) resolves on [0, T]: ``[integrate] points``, or fewer
-    so that the spacing is at least one SGD step (the finite-d leg reads SGD only at times it reached)."""
-    T, points = config.settings.integrate.T, config.settings.integrate.points
+    """Output points an SGD run at ``d`` (κ_eff = κ) resolves on [0, T]: ``[integrate] points``, or fewer so that
+    every spacing of the grid (`Config.output_times`) is at least one SGD step (the finite-d leg reads SGD only at
+    times it reached); 2 points ([0, T]) when none does."""
     step = 1.0 / config.model.definition.steps_per_time(d, kappa * config.settings.sgd.batch / d)
-    return max(2, min(points, int(T / step * (1 + 1e-9)) + 1))
+
+    def resolved(points):  # the smallest spacing shrinks as points grow: a bisection finds the most that resolve
+        return np.diff(config.output_times(points)).min() >= step * (1 - 1e-9)
+
+    low, high = 2, config.settings.integrate.points
+    if resolved(high):
+        return high
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if resolved(middle) else (low, middle)
+    return low
 
 
 def _check_sgd_runs(config, dims, kappa):
-    """`check_sgd_plan` for verify's SGD runs at both ``dims`` (lr = κB/d), on the grid d₁ resolves."""
+    """`check_sgd_plan` for verify's SGD runs at both ``dims`` (κ_eff = κ), on the grid d₁ resolves."""
     points = _sgd_points(config, dims[0], kappa)
+    table = config.settings.sgd
     for d in dims:
-        lr = kappa * config.settings.sgd.batch / d
-        check_sgd_plan(config.replace(sgd={"d": d, "lr": lr}, integrate={"points": points}), d)
+        lr = lr_for_kappa(kappa, d, table.batch, table.momentum)
+        grid = {"points": points} if points > 2 else {"points": 2, "grid": "linear"}
+        check_sgd_plan(config.replace(sgd={"d": d, "lr": lr}, integrate=grid), d)
 
 
 def _costs(config, start, dims, kappa, theory_seconds):

@@ -57,6 +57,8 @@ range), so that a wrong one stops with one line that names it::
     fast_T = 20.0          # untied only: fast-phase horizon on t = nη
     finite_lr = false      # add the finite-learning-rate term with κ = lr·d/batch of [sgd] (then
                            # [sgd] must give d, lr and batch; κ < 1)
+    grid = "linear"        # linear | log: 0, then `points` − 1 times log-spaced from log_first to T
+    log_first = 0.01       # log: the first positive output time (default T/1000)
 
     [sgd]                  # the reference simulation (online SGD)
     d = 200
@@ -181,6 +183,17 @@ class Config:
         """κ = η_eff d/B of the ``[sgd]`` run at ``d`` (default ``[sgd] d``), whether or not the theory carries it."""
         sgd = self.settings.sgd
         return kappa_of(sgd.lr, sgd.d if d is None else d, sgd.batch, sgd.momentum)
+
+    def output_times(self, points=None):
+        """The output grid on [0, T] of the kind's time axis (nominal under a schedule): ``[integrate] points`` (or
+        ``points``) times, equally spaced (``grid = "linear"``) or 0 and then log-spaced from ``log_first`` (default
+        T/1000) to T (``grid = "log"``: a power-law tail spans decades of t)."""
+        integrate = self.settings.integrate
+        points = integrate.points if points is None else points
+        if integrate.grid == "linear" or points < 3:
+            return np.linspace(0.0, integrate.T, points)
+        first = integrate.T / 1000 if integrate.log_first is None else integrate.log_first
+        return np.concatenate([[0.0], np.geomspace(first, integrate.T, points - 1)])
 
     @property
     def axis_lr(self):
@@ -312,6 +325,8 @@ _LATER_KEYS = (
     ("sgd", "table"),
     ("sgd", "decay"),
     ("sgd", "exponent"),
+    ("integrate", "grid"),
+    ("integrate", "log_first"),
 )
 
 

@@ -37,6 +37,7 @@ def _check_together(raw, given, where):
     sgd_given = {key.split(".", 1)[1] for key in given if key.startswith("sgd.")}
     _check_schedule_keys(raw["sgd"], sgd_given, where + "[sgd] ")
     _check_momentum(raw["sgd"], where)
+    _check_grid(raw["integrate"], where)
     if raw["integrate"]["finite_lr"]:
         _check_finite_lr(raw, given, where)
     truncation = raw["truncation"]
@@ -48,6 +49,15 @@ def _check_together(raw, given, where):
             f"{where}[truncation] the quadrature closure needs degree M ≥ 3 (order n = ⌊(M − 1)/2⌋ ≥ 1), "
             f"got {truncation['degree']}"
         )
+
+
+def _check_grid(integrate, where):
+    """A log grid's first time lies inside (0, T); ``log_first`` belongs to a log grid."""
+    first = integrate["log_first"]
+    if first is not None and integrate["grid"] != "log":
+        raise ConfigError(f'{where}[integrate] `log_first` applies to grid = "log" only: remove it or set grid = "log"')
+    if first is not None and not first < integrate["T"]:
+        raise ConfigError(f"{where}[integrate] log_first = {first:g} must be below T = {integrate['T']:g}")
 
 
 def _check_momentum(sgd, where):

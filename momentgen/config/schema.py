@@ -330,6 +330,8 @@ class IntegrateSettings:
     validity_tol: float = key(1e-4, _positive)
     fast_T: float = key(20.0, _horizon)
     finite_lr: bool = key(False, _boolean)
+    grid: str = key("linear", _choice("linear", "log"))
+    log_first: float | None = key(None, _optional(_horizon))
 
 
 @dataclass(frozen=True, kw_only=True)
