@@ -48,6 +48,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_sgd.py
 	$(BIN)/python benchmarks/bench_closures.py
 	$(BIN)/python benchmarks/bench_edge.py
+	$(BIN)/python benchmarks/bench_sigma.py
 	$(BIN)/python benchmarks/bench_verify.py
 	$(BIN)/python benchmarks/bench_closure_accuracy.py --out out/bench
 

@@ -274,6 +274,7 @@ def trace_moments(words, letters):
     through ``Tr(P Z) = Σ P ∘ Zᵀ`` without a product.
     """
     d = letters[0].shape[0]
+    diagonals = [models.base.diagonal_of(letter) for letter in letters]
     order = sorted(range(len(words)), key=lambda i: tuple(words[i]))
     result = np.empty(len(words))
     stack = []  # stack[j] = product of the first j + 1 letters of the previous word
@@ -287,8 +288,18 @@ def trace_moments(words, letters):
             shared += 1
         del stack[min(shared, len(word) - 1) :]
         for c in word[len(stack) : len(word) - 1]:
-            stack.append(letters[c] if not stack else stack[-1] @ letters[c])
-        last = letters[word[-1]]
-        result[i] = (np.trace(last) if len(word) == 1 else np.sum(stack[-1] * last.T)) / d
+            stack.append(letters[c] if not stack else times_letter(stack[-1], letters[c], diagonals[c]))
+        last, diagonal = letters[word[-1]], diagonals[word[-1]]
+        if len(word) == 1:
+            result[i] = np.trace(last) / d
+        elif diagonal is not None:  # Tr(P D) = Σ P_ii D_ii
+            result[i] = np.dot(np.diagonal(stack[-1]), diagonal) / d
+        else:
+            result[i] = np.sum(stack[-1] * last.T) / d
         previous = word
     return result
+
+
+def times_letter(P, letter, diagonal=None):
+    """``P @ letter``, by scaling the columns when the letter is diagonal (its `diagonal_of`)."""
+    return P @ letter if diagonal is None else P * diagonal[None, :]

@@ -284,3 +284,25 @@ def test_verify_agrees_on_a_from_file_sigma(tmp_path):
     result = verify(parse_config(raw), budget=200, progress=False, closure="matrix-model")
     assert result.checks["finite-d"]["d"] == [100, 200]
     assert result.verdict == "agree", result.message
+
+
+def test_products_with_a_diagonal_letter_are_the_dense_products(rng):
+    """`trace_moments` and `sandwich` scale by a diagonal letter (Σ in its eigenbasis) instead of multiplying: the same
+    values as the dense products written out with numpy (to rounding), for words with the diagonal letter first, inside
+    and last, and a non-diagonal Σ still multiplied."""
+    from momentgen.matrices import trace_moments
+    from momentgen.models.base import sandwich
+
+    d = 30
+    W = rng.standard_normal((d, d)) / np.sqrt(d)
+    S = W @ W.T
+    sigma = np.diag(rng.uniform(0.1, 2.0, d))
+    rotated = (Q := np.linalg.qr(rng.standard_normal((d, d)))[0]) @ sigma @ Q.T
+    words = [(1, 0, 1, 0), (0, 1), (0, 0, 1), (1,), (0, 1, 1, 0, 1)]
+    for letter in (sigma, rotated):
+        letters = [S, letter]
+        expected = [
+            np.trace(np.linalg.multi_dot([letters[c] for c in w]) if len(w) > 1 else letters[w[0]]) / d for w in words
+        ]
+        np.testing.assert_allclose(trace_moments(words, letters), expected, rtol=1e-12)
+        np.testing.assert_allclose(sandwich(letter, S), letter @ S @ letter, rtol=1e-12, atol=1e-15)

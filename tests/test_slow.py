@@ -102,13 +102,15 @@ def test_matrix_model_closure_at_n_800_on_the_tied_h2_escape():
 #: verify's budget per shipped example (seconds of SGD and the own-start closures): 120 s, and more where the theory
 #: is itself costly — the schedules example's closure is an ensemble of 8 stochastic matrix models per size (its
 #: closure check alone took 20–40 s, which the plan counts per seed), so 120 s leaves no plan of 3 seeds.
-BUDGETS = {"schedules": 300, "noise_floors": 300}
+BUDGETS = {"schedules": 300, "noise_floors": 600}
 
 
 @pytest.mark.parametrize("name", names())
 def test_every_shipped_example_verifies(name):
     """Issue 26 / 40: every shipped configuration verifies `agree` at verify's defaults (d = 100, 200; 8 seeds;
-    2000 drift steps) within its budget (`BUDGETS`, else 120 s). Measured: `agree` for all eight; schedules (an
+    2000 drift steps) within its budget (`BUDGETS`, else 120 s). Measured: `agree` for all nine; noise_floors (tied
+    softmax with label noise, the stochastic matrix model over t ∈ [0, 10]; at budget 300 no plan fits) agrees in
+    906 s at budget 600 — the budget does not yet cover the theory legs (issue 46); schedules (an
     ensemble of stochastic matrix models whose estimate carries 3 standard errors) 96 s, scaling_law (κ = 0.004 since
     issue 40, T = 5) 64 s, on 2 cores with another run beside it. Until issue 40 two were strict xfails: schedules'
     seed-difference estimate was not a bound (the cross-check found 0.0046 where it allowed 0.0015), scaling_law ran

@@ -56,6 +56,7 @@ __all__ = [
     "token_mix",
     "sandwich",
     "sigma_letter",
+    "diagonal_of",
 ]
 
 
@@ -143,8 +144,19 @@ def token_pairs(A, B):
 
 
 def sandwich(sigma, X):
-    """``Σ X Σ`` (X itself for isotropic tokens, ``sigma`` None): the inserted letter of a flow with Σ (MATH.md §10)."""
-    return X if sigma is None else sigma @ X @ sigma
+    """``Σ X Σ`` (X itself for isotropic tokens, ``sigma`` None): the inserted letter of a flow with Σ (MATH.md §10);
+    a diagonal Σ (its eigenbasis: the power-law and eigenvalue-file laws) scales rows and columns, O(d²)."""
+    if sigma is None:
+        return X
+    diagonal = diagonal_of(sigma)
+    return sigma @ X @ sigma if diagonal is None else diagonal[:, None] * X * diagonal[None, :]
+
+
+def diagonal_of(matrix):
+    """The diagonal of a square matrix that is diagonal (a data covariance Σ in its eigenbasis, an identity
+    letter), else None: a product with it is then a scaling, O(d²) instead of O(d³)."""
+    diagonal = np.diagonal(matrix)
+    return diagonal if np.count_nonzero(matrix) == np.count_nonzero(diagonal) else None
 
 
 def sigma_letter(model, letters):

@@ -1,0 +1,57 @@
+"""Benchmark: the matrix-model closure with a power-law Σ against its isotropic cost (issue 46, item 2).
+
+The shipped `scaling_law` case (tied, mse(h1), power-law Σ with a = 1, student 0.5 I, teacher 1.2 Σ^{1/2}) at the
+matrix-model closure, n = 400, t ∈ [0, 5], three ways in the same run: Σ as the diagonal letter it is in its eigenbasis
+(products with it are scalings, `models.base.diagonal_of`), the same with every product dense (the baseline, before:
+`diagonal_of` switched off), and the isotropic configuration of the same shape (Σ = I, teacher 1.2 I). Before, the
+dense Σ products — the Σ-weighted order parameters μ(Σ S Σ S) of degree 4–5 read at every step, and Σ X Σ in the
+velocity — cost O(n³) each: that is where the 6× of issue 46 went. Columns: seconds (best of 2), the ratio to the
+isotropic run. Run: ``python benchmarks/bench_sigma.py`` (part of ``make bench``; about a minute).
+"""
+
+import time
+from unittest import mock
+
+from common import pick
+
+from momentgen.closures import solve_with_closure
+from momentgen.config import load_config
+from momentgen.models import base
+
+SIZE = pick(400, 40)
+TRUNCATION = {"closure": "matrix-model", "size": SIZE, "observables": ["S1", "S1 S1", "S1 S2"]}
+HORIZON = pick({"T": 5.0}, {"T": 0.5, "points": 6})
+
+
+def seconds(config, dense=False):
+    """Best of two wall times of the closure (the first run also warms the kernels)."""
+    best = float("inf")
+    for _ in range(2):
+        with mock.patch.object(base, "diagonal_of", (lambda matrix: None) if dense else base.diagonal_of):
+            start = time.perf_counter()
+            solve_with_closure(config)
+            best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main():
+    sigma = load_config("scaling_law", truncation=TRUNCATION, integrate=HORIZON)
+    isotropic = load_config(
+        "scaling_law",
+        data={"covariance": "isotropic"},
+        init={2: {"kind": "identity", "c": 1.2, "exponent": 1.0}},
+        truncation=TRUNCATION,
+        integrate=HORIZON,
+    )
+    times = {
+        "isotropic": seconds(isotropic),
+        "power-law Σ, diagonal letter": seconds(sigma),
+        "power-law Σ, dense products (before)": seconds(sigma, dense=True),
+    }
+    print(f"matrix-model closure, n = {SIZE}, scaling_law over t ∈ [0, {HORIZON['T']:g}] (same run)")
+    for name, value in times.items():
+        print(f"  {name:38s} {value:7.2f} s   {value / times['isotropic']:5.1f}× isotropic")
+
+
+if __name__ == "__main__":
+    main()
