@@ -47,6 +47,8 @@ SPEC = {'config': {'data': {'covariance': 'isotropic', 'exponent': 1.0, 'path': 
                           'atol': 1e-10,
                           'fast_T': 20.0,
                           'finite_lr': False,
+                          'grid': 'linear',
+                          'log_first': None,
                           'method': 'LSODA',
                           'points': 21,
                           'rtol': 1e-08,
