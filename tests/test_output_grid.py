@@ -41,3 +41,19 @@ def test_an_sgd_step_longer_than_the_first_log_spacing_is_refused_first():
     config = load_config("fig4_linear", integrate={"grid": "log", "log_first": 1e-5}, sgd={"d": 400})
     with pytest.raises(Exception, match=r"raise \[integrate\] log_first to at least"):
         simulate_config(config, progress=False)
+
+
+@pytest.mark.parametrize("grid", ["linear", "log"])
+def test_verify_reads_sgd_on_the_most_points_it_resolves(grid):
+    """verify's finite-d leg reads SGD on the largest grid (≤ `points`) whose every spacing is at least one SGD step:
+    the bisection against a brute-force scan of every point count, and against the closed form ⌊T/step⌋ + 1 on a
+    linear grid."""
+    from momentgen.verification_plan import _sgd_points
+
+    config = load_config("fig4_linear", integrate={"grid": grid, "points": 200, "T": 0.5})
+    for d, kappa in ((100, 0.05), (200, 0.2), (400, 0.01)):
+        step = 4 * kappa * config.settings.sgd.batch / d / d  # tied: one step is 4η/d on t, η = κB/d
+        scan = [p for p in range(2, 201) if np.diff(config.output_times(p)).min() >= step * (1 - 1e-9)]
+        assert _sgd_points(config, d, kappa) == max(scan, default=2)
+        if grid == "linear":
+            assert _sgd_points(config, d, kappa) == min(200, int(0.5 / step * (1 + 1e-9)) + 1)
