@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .matrices import trace_moments
-from .models.base import psd_root
+from .models.base import psd_root, shifted
 from .spectra import product_matrix
 from .stepper import integrate
 
@@ -242,9 +242,6 @@ def letter_velocities(model, factors, coefficients, sigma=None):
     )
 
     def moved(sign):
-        return definition.matrices.letter_matrices([
-            tuple(a + sign * b for a, b in zip(f, v)) if isinstance(f, tuple) else f + sign * v
-            for f, v in zip(factors, velocities)
-        ], sigma)  # fmt: skip
+        return definition.matrices.letter_matrices([shifted(f, v, sign) for f, v in zip(factors, velocities)], sigma)
 
     return [(plus - minus) / 2 for plus, minus in zip(moved(1), moved(-1))]

@@ -31,6 +31,7 @@ from .errors import MomentgenError
 from .flow import run as run_flow
 from .matrices import initial_factors, letter_matrices, matrix_bytes, trace_moments
 from .models import Batch, Model
+from .models.base import shifted
 from .parallel import run_tasks
 from .progress import Progress
 from .schedules import effective_lr
@@ -229,7 +230,7 @@ class SGDRun:
         gradient at ``P + βv``), the kind's own SGD step giving ``−η(∇ℓ + γP/d)``."""
         start = self.factors
         if self.momentum and self.nesterov:
-            start = [_sum(x, v, self.momentum) for x, v in zip(self.factors, self.velocity)]
+            start = [shifted(x, v, self.momentum) for x, v in zip(self.factors, self.velocity)]
         batch = Batch(self.tokens(), self.gradient, self.C, self.covariance()[0])
         moved = self.definition.matrices.sgd_step(self.model, start, batch, self.lr, self.gamma)
         if moved is None:
@@ -237,8 +238,8 @@ class SGDRun:
         if not self.momentum:
             self.factors = moved
             return True
-        velocity = [_sum(_sum(m, s, -1.0), v, self.momentum) for m, s, v in zip(moved, start, self.velocity)]
-        factors = [_sum(x, v, 1.0) for x, v in zip(self.factors, velocity)]
+        velocity = [shifted(shifted(m, s, -1.0), v, self.momentum) for m, s, v in zip(moved, start, self.velocity)]
+        factors = [shifted(x, v, 1.0) for x, v in zip(self.factors, velocity)]
         if not all(np.all(np.isfinite(a)) for x in factors for a in _arrays(x)):
             return False
         self.factors, self.velocity = factors, velocity
@@ -259,11 +260,6 @@ def _copy(x):
 
 def _scaled(x, c):
     return tuple(c * a for a in x) if isinstance(x, tuple) else c * x
-
-
-def _sum(x, y, c):
-    """``x + c·y`` for two factors of the same layout."""
-    return tuple(a + c * b for a, b in zip(x, y)) if isinstance(x, tuple) else x + c * y
 
 
 class _StepRates:

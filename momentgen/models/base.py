@@ -57,6 +57,7 @@ __all__ = [
     "sandwich",
     "sigma_letter",
     "diagonal_of",
+    "shifted",
 ]
 
 
@@ -150,6 +151,12 @@ def sandwich(sigma, X):
         return X
     diagonal = diagonal_of(sigma)
     return sigma @ X @ sigma if diagonal is None else diagonal[:, None] * X * diagonal[None, :]
+
+
+def shifted(factor, step, c=1.0):
+    """``factor + c·step`` for one index's factor and a step of the same layout (a matrix, or a tuple such as the
+    untied (U, V))."""
+    return tuple(a + c * b for a, b in zip(factor, step)) if isinstance(factor, tuple) else factor + c * step
 
 
 def diagonal_of(matrix):
