@@ -64,6 +64,7 @@ examples: install
 	$(BIN)/python examples/schedules.py --out out/examples
 	$(BIN)/python examples/noise_floors.py --out out/examples
 	$(BIN)/python examples/scaling_law.py --out out/examples
+	$(BIN)/python examples/wishart_teacher.py --out out/examples
 
 # Draw docs/figures again from their JSON with the current figure code (no computation repeated).
 redraw-figures: install

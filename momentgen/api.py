@@ -59,7 +59,7 @@ def solve(
     ----------
     config : str, path, dict or Config
         A TOML file's path, a dict of tables, a shipped example's name (`momentgen.examples.names`) or a `Config`.
-    closure : {"zero", "quadrature", "matrix-model"}, optional
+    closure : {"zero", "riccati", "quadrature", "matrix-model"}, optional
         The closure; default ``[truncation] closure``. Where none is named (``closure`` and ``degree`` None) and
         the configured one's window ends before the horizon, the closure that vouches for the horizon is run
         instead (`momentgen.closures.vouching_closure`, as `verify` does) and the message says so.

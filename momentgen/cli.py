@@ -7,8 +7,10 @@ Subcommands:
   derive a truncation and print its diagnostics (words per degree, nnz, dropped words,
   coefficient symbols); ``--why WORD`` explains why a word is in the state;
 * ``momentgen generate-truncation CONFIG [--degree M] [--out generated/NAME.py]``: write an
-  importable module (and its .npz) for a configuration file;
-* ``momentgen solve CONFIG --json OUT [--degree M] [--closure zero|quadrature|matrix-model]
+  importable module (and its .npz) for a configuration file — the hierarchy truncated at degree M (the zero
+  closure's system, valid in a short window); it names the closure for the whole curve (``riccati``, exact, for one
+  trainable tied letter against one fixed letter; else ``quadrature`` or ``matrix-model``);
+* ``momentgen solve CONFIG --json OUT [--degree M] [--closure zero|riccati|quadrature|matrix-model]
   [--size n] [--draws S] [--finite-lr]``: integrate with the chosen closure at two resolutions
   (degrees M and M − 2; orders n and n − 1; sizes n and n/2, each an ensemble of S draws) and
   write the trajectory, status, error estimate and validity horizon; ``--finite-lr`` adds the
@@ -18,7 +20,7 @@ Subcommands:
 * ``solve``, ``simulate`` and ``compare`` take ``--lr``, ``--batch``, ``--momentum β`` (heavy ball; the theory
   runs at lr/(1 − β)) and ``--noise σ`` (label noise: the risk with it, and the excess risk);
 * ``momentgen compare CONFIG [--degrees 2,4,6,8] [--d 200,400] [--seeds N] [--out DIR]
-  [--closures zero,quadrature,matrix-model] [--theory-init finite|infinite] [--finite-lr] [--scheduler tcp://…]``:
+  [--closures zero,riccati,quadrature,matrix-model] [--theory-init finite|infinite] [--finite-lr] [--scheduler tcp://…]``:
   theory per degree and per closure, SGD and matrix flow per d; writes
   ``DIR/compare.png`` and ``DIR/compare.json`` (with a table of sup-errors); with ``--finite-lr``
   each theory curve also at the SGD runs' own κ = lr·d/batch;
@@ -45,7 +47,7 @@ from functools import partial
 from threadpoolctl import threadpool_limits
 
 from . import __version__, api
-from .closures import CLOSURES
+from .closures import CLOSURES, whole_curve_closure
 from .codegen import cache_dir, clear_cache
 from .config import ConfigError, load_config
 from .emit import write_module
@@ -164,6 +166,15 @@ def _cmd_generate(args):
     written = write_module(config, out, degree, command=command)
     print(written.program.summary())
     print(f"wrote {written.module} and {written.data.name} in {time.perf_counter() - start:.2f} s")
+    print(f"the module is the hierarchy truncated at degree {degree} (the zero closure: a short window); ", end="")
+    print(_whole(config))
+
+
+def _whole(config):
+    """Which closure gives ``config``'s whole curve, in words (`generate-truncation`'s closing line)."""
+    whole = whole_curve_closure(config, config.kappa)
+    exact = " — the exact d = ∞ flow of this one trainable tied letter (MATH.md §15)" if whole.name == "riccati" else ""
+    return f"for the whole curve: momentgen solve {config.source} --closure {whole.name}{exact}"
 
 
 def _cmd_solve(args):
@@ -453,7 +464,7 @@ def _parser():
     solve.add_argument(
         "--degree", type=_positive_int, help="override [truncation] degree (quadrature: order n = (M - 1) // 2)"
     )
-    solve.add_argument("--closure", help="zero | quadrature | matrix-model (default: [truncation] closure)")
+    solve.add_argument("--closure", help="zero | riccati | quadrature | matrix-model (default: [truncation] closure)")
     solve.add_argument("--size", type=_positive_int, help="matrix-model size n (default: [truncation] size)")
     solve.add_argument(
         "--draws", type=_positive_int, help="matrix-model Haar draws per size (≥ 4: a control-variate ensemble)"
@@ -486,7 +497,7 @@ def _parser():
     comparison.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://127.0.0.1:8786")
     comparison.add_argument("--jobs", type=_positive_int, help="local worker processes (default 2)")
     comparison.add_argument(
-        "--closures", help="comma-separated: zero, quadrature, matrix-model (default: the config's)"
+        "--closures", help="comma-separated: zero, riccati, quadrature, matrix-model (default: the config's)"
     )
     comparison.add_argument(
         "--theory-init",
@@ -507,8 +518,8 @@ def _parser():
     check.add_argument("config", help="TOML configuration file")
     check.add_argument(
         "--closure",
-        help="zero | quadrature | matrix-model: verify this one as asked (default: [truncation] closure, a zero "
-        "closure whose window ends before T replaced by the whole-curve closure, said in the output)",
+        help="zero | riccati | quadrature | matrix-model: verify this one as asked (default: [truncation] closure, "
+        "a zero closure whose window ends before T replaced by the whole-curve closure, said in the output)",
     )
     check.add_argument("--degree", type=_positive_int, help="override [truncation] degree")
     check.add_argument("--d", help="two comma-separated SGD dimensions (default 100,200)")
@@ -531,7 +542,7 @@ def _parser():
         "--times", required=True, help="comma-separated times ≥ 0, e.g. 0,0.5,1 (the run ends at the last)"
     )
     spectrum.add_argument("--json", required=True, help="output JSON path (the figure goes beside it, .png)")
-    spectrum.add_argument("--closure", help="quadrature | matrix-model (default: [truncation] closure)")
+    spectrum.add_argument("--closure", help="riccati | quadrature | matrix-model (default: [truncation] closure)")
     spectrum.add_argument("--degree", type=_positive_int, help="override [truncation] degree")
     spectrum.add_argument("--size", type=_positive_int, help="matrix-model size n (default: [truncation] size)")
     spectrum.add_argument("--d", type=_positive_int, help="the SGD run's dimension (default: [sgd] d)")

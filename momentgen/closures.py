@@ -28,6 +28,17 @@ import time
 
 import numpy as np
 
+from .closure_base import (
+    ERROR_SCALE,
+    Closure,
+    derived_columns,
+    reported,
+    risk_columns,
+    short_and_phi_words,
+    spectra_of,
+    spectra_request,
+    trainable_codes,
+)
 from .edge import EDGE_DEPTH, EDGE_STEP
 from .ensemble import MIN_DRAWS, run_ensemble
 from .errors import ModelError
@@ -38,8 +49,9 @@ from .integrate import audited, last_time_within, solve, validity_horizon
 from .problem import Problem
 from .representation import vector_moments
 from .results import Result
-from .risk import RISK_TOL, local_slope, relative_risk_estimate, theory_excess_risk, theory_risk
-from .spectra import spectral_product, trace_spectrum, vector_spectrum
+from .riccati import RiccatiClosure, outside_riccati
+from .risk import relative_risk_estimate, theory_risk
+from .spectra import trace_spectrum, vector_spectrum
 from .truncation import RunState, Truncation
 from .words import canonical
 
@@ -54,125 +66,6 @@ __all__ = [
     "whole_curve_closure",
     "traciality_pairs",
 ]
-
-
-class Closure:
-    """Base class: see the module docstring for the contract.
-
-    Capabilities callers read instead of testing names: ``resolution`` (what ``size``/``degree`` sets, in
-    words), ``window_from_degrees`` (its ``valid_until`` compares degrees M and M − 2, so a curve past it
-    is extrapolation; a flow closure's curve stays realisable past its window), ``from_finite_start``
-    (whether it can start from a finite-d state, or only from the d = ∞ law), `carries_finite_lr`
-    (whether it can solve a model with κ > 0), ``companion`` (the closure `momentgen.verification`
-    cross-checks it with), `checked_resolution` (the resolution it is checked at) and `label`.
-    """
-
-    name = None
-    resolution = "degree"
-    window_from_degrees = False
-    from_finite_start = True
-    companion = "zero"
-
-    def carries_finite_lr(self, model):
-        """Whether this closure solves ``model`` with the finite-learning-rate term (κ > 0)."""
-        return True
-
-    def checked_resolution(self, config):
-        """``[truncation]`` overrides for a check of this closure beside another (none: the configured one)."""
-        return {}
-
-    def label(self, config, degree=None):
-        """A curve's short name in legends and tables (``degree``: the zero closure's M)."""
-        return self.name
-
-    def solve(self, problem, degree=None, size=None):
-        raise NotImplementedError
-
-
-#: The scale of every per-word estimate and of ``validity_tol`` (``extra["error_scale"]``): the error divided by
-#: max(1, |μ|) — absolute for words of order 1 or less, relative for larger ones. The risk's estimate
-#: (``error_series["risk_relative"]``) is relative.
-ERROR_SCALE = "max(1, |mu|)"
-
-
-def _reported(problem, result):
-    """``result`` as reported: on the nominal axis (`Problem.on_nominal_axis`), and ``"partial"`` instead of
-    ``"ok"`` when the closure vouches for less than the horizon (the rows past ``valid_until`` are marked
-    in `Result.to_pandas`)."""
-    result = problem.on_nominal_axis(result)
-    if result.status == "ok" and len(result.t) and result.valid_until < result.t[-1] - 1e-12 * max(1.0, result.t[-1]):
-        result.status = "partial"
-        result.message = (
-            f"vouched for until {result.valid_until:.4g} of {result.t[-1]:.4g} only (past it the closure's own check "
-            f"exceeds validity_tol; to_pandas marks those rows); {result.message}"
-        )
-    return result
-
-
-def _risk_columns(t, estimate):
-    """``error_series["risk_relative"]`` (the risk's relative estimate per time, None where there is none)
-    and ``extra["risk_valid_until"]`` (the last time it is within `momentgen.risk.RISK_TOL`; 0 without one)."""
-    if estimate is None:
-        return {}, {"risk_valid_until": 0.0}
-    values = [float(e) if np.isfinite(e) else None for e in estimate]
-    return {"risk_relative": values}, {"risk_valid_until": last_time_within(t, estimate, RISK_TOL)}
-
-
-def _spectra_of(run, reached, model):
-    """The fine leg's spectral measures (`momentgen.spectra`) on the times reached, JSON-ready:
-    {product: {"nodes": [[…] per time], "weights": [[…] per time]}}."""
-    out = {}
-    for letter, measures in run.info.get("spectra", {}).items():
-        measures = measures[:reached]
-        out[letter] = {
-            "of": spectral_product(model, letter)[0],
-            "nodes": [m[0].tolist() for m in measures],
-            "weights": [m[1].tolist() for m in measures],
-        }
-    return out
-
-
-def _spectra_request(problem, function):
-    """The flow engine's ``spectra`` argument when the problem asks for spectra, else None."""
-    return (function, _trainable_products(problem.model)) if problem.spectra else None
-
-
-def _trainable_codes(model):
-    """Codes of the trainable letters, one of each transpose pair (untied M, not Mᵀ)."""
-    a = model.alphabet
-    return [c for c in range(a.size) if a.index(c) in model.trainable and a.transpose[c] >= c]
-
-
-def _trainable_products(model):
-    """{letter: codes of the product whose spectrum is reported} for every trainable letter
-    (`momentgen.spectra.spectral_product`: the letter, or X Xᵀ for a letter that is not symmetric)."""
-    letters = [model.alphabet.name(c) for c in _trainable_codes(model)]
-    return {letter: spectral_product(model, letter)[1] for letter in letters}
-
-
-def _derived(problem, series, means):
-    """The derived columns: the population risk Φ along the run (`momentgen.risk.theory_risk`, on the
-    branch ``means`` of a kind with a mean), with label noise the excess risk (``"excess_risk"``), the local slope
-    d log risk / d log t on the nominal axis of the excess risk (``"risk_slope"``, `momentgen.risk.local_slope`; a
-    noise floor is not a power law) and, with two indices or more, the kind's overlaps."""
-    model = problem.model
-    out = {"risk": theory_risk(problem, series, means)}
-    excess = theory_excess_risk(problem, series, out["risk"], means)
-    if excess is not None:  # label noise: the part a perfect student would not pay (MATH.md §13)
-        out["excess_risk"] = excess
-    out["risk_slope"] = local_slope(
-        problem.nominal_times[: len(out["risk"])], out["risk"] if excess is None else excess
-    )
-    if model.K >= 2:
-        out.update(model.definition.derived(lambda word: np.asarray(series[canonical(word, model)]), model.K))
-    return out
-
-
-def _short_and_phi_words(model, words):
-    """The words of degree ≤ 2 among ``words`` and the words Φ reads (`ModelKind.state_words`: with the letter Σ its
-    Σ-weighted order parameters, of degree 4–5), which the risk needs."""
-    phi = {canonical(w, model) for w, _ in model.definition.state_words(model)}
-    return [w for w in words if len(w.split()) <= 2 or w in phi]
 
 
 class ZeroClosure(Closure):
@@ -199,18 +92,18 @@ class ZeroClosure(Closure):
             closed = closed_m if m == M else closed
         fine = runs[M]
         chosen = fine.words if observables == "all" else [canonical(w, model) for w in observables]
-        words = list(dict.fromkeys(chosen + _short_and_phi_words(model, fine.words)))
+        words = list(dict.fromkeys(chosen + short_and_phi_words(model, fine.words)))
         series = {w: fine.series(w) for w in words}
         message = fine.message
         if closed:
             message = f"the {model.kind} model's hierarchy is closed: solved exactly (no closure needed); {message}"
         means = fast.get("m_star", problem.means)
-        derived = _derived(problem, series, means)
+        derived = derived_columns(problem, series, means)
         valid_until = validity_horizon(fine, runs.get(M - 2), words, integrate.validity_tol, closed)
         risk_window = (
             {"risk_valid_until": valid_until} if closed else self._risk_window(problem, runs, M, derived, means)
         )
-        return _reported(
+        return reported(
             problem,
             Result(
                 model.kind,
@@ -244,10 +137,10 @@ class ZeroClosure(Closure):
         fine, coarse, others = runs[M], runs.get(M - 2), []
         if coarse is not None:
             n = min(len(fine.t), len(coarse.t))
-            shared = {w: coarse.series(w)[:n] for w in _short_and_phi_words(problem.model, coarse.words)}
+            shared = {w: coarse.series(w)[:n] for w in short_and_phi_words(problem.model, coarse.words)}
             others.append(np.full(len(fine.t), np.nan))
             others[0][:n] = theory_risk(problem, shared, means)
-        return _risk_columns(fine.t, relative_risk_estimate(derived["risk"], others))[1]
+        return risk_columns(fine.t, relative_risk_estimate(derived["risk"], others))[1]
 
     def _degree(self, problem, degree, observables):
         """One degree, audited: (`SolveResult`, the fast phase or {}, whether the program is closed)."""
@@ -325,16 +218,16 @@ class FlowClosure(Closure):
         if stopped:  # a leg met a state it cannot go past: the run ends there, and says why
             status, message = stopped[0].status, f"{label}: {stopped[0].message}"
         series = {w: fine.series[w][:reached] for w in words}
-        derived = _derived(problem, series, means)
+        derived = derived_columns(problem, series, means)
         others = [theory_risk(problem, {w: r.series[w][:reached] for w in words}, means)
                   for name, r in runs.items() if name != "fine"]  # fmt: skip
         risk_estimate = relative_risk_estimate(derived["risk"], others)
-        spectra = _spectra_of(fine, reached, model)
+        spectra = spectra_of(fine, reached, model)
         error_series = {"estimate": [float(e) if np.isfinite(e) else None for e in estimate]}
         error_series.update({k: v[:reached] for k, v in fine.info.get("error_series", {}).items()})
-        risk_series, risk_window = _risk_columns(t, risk_estimate)
+        risk_series, risk_window = risk_columns(t, risk_estimate)
         error_series.update(risk_series)
-        return _reported(
+        return reported(
             problem,
             Result(
                 model.kind,
@@ -456,7 +349,7 @@ class MatrixModelClosure(FlowClosure):
             if size == "given"
             else law_factors(problem.model, problem.specs, size, seed=seed, data=problem.data)
         )
-        return problem.law_run(factors, means, seed, spectra=_spectra_request(problem, trace_spectrum))
+        return problem.law_run(factors, means, seed, spectra=spectra_request(problem, trace_spectrum))
 
 
 #: The edge layer of the reported leg, and the coarser, shallower one it is compared with (`momentgen.edge`).
@@ -589,7 +482,7 @@ class QuadratureClosure(FlowClosure):
             texts=problem.words,
             read=vector_moments,
             probes=probes,
-            spectra=_spectra_request(problem, vector_spectrum),
+            spectra=spectra_request(problem, vector_spectrum),
             sigma=sigma,
         )
         defect = np.abs(run.probes[:, 0::2] - run.probes[:, 1::2]).max(axis=1) if probes else np.zeros(len(run.t))
@@ -599,18 +492,25 @@ class QuadratureClosure(FlowClosure):
 
 def traciality_pairs(model):
     """Letter pairs (X, Y) whose defect ⟨XXY⟩ − ⟨XYX⟩ is watched: X trainable, Y any other letter."""
-    return [(x, y) for x in _trainable_codes(model) for y in range(model.alphabet.size) if y != x]
+    return [(x, y) for x in trainable_codes(model) for y in range(model.alphabet.size) if y != x]
 
 
 #: The registry: ``[truncation] closure`` → its closure.
-CLOSURES = {closure.name: closure for closure in (ZeroClosure(), QuadratureClosure(), MatrixModelClosure())}
+CLOSURES = {
+    closure.name: closure for closure in (ZeroClosure(), RiccatiClosure(), QuadratureClosure(), MatrixModelClosure())
+}
 
 
-def whole_curve_closure(model, kappa):
-    """The first flow closure, in order of preference (quadrature, then matrix-model), that covers a whole
-    curve of ``model`` at κ = ``kappa``: one that carries the finite-learning-rate term where κ > 0."""
+def whole_curve_closure(config, kappa):
+    """The first flow closure, in order of preference, that covers a whole curve of ``config`` at κ = ``kappa``: the
+    exact riccati closure where the configuration is in its class (`momentgen.riccati.outside_riccati`), else the
+    quadrature closure, then the matrix model — one that carries the finite-learning-rate term where κ > 0."""
+    if outside_riccati(config, kappa) is None:
+        return CLOSURES["riccati"]
     return next(
-        c for c in CLOSURES.values() if not c.window_from_degrees and (kappa == 0 or c.carries_finite_lr(model))
+        c
+        for c in CLOSURES.values()
+        if not c.window_from_degrees and c.name != "riccati" and (kappa == 0 or c.carries_finite_lr(config.model))
     )
 
 
@@ -622,7 +522,7 @@ def vouching_closure(config, configured):
     T = config.settings.integrate.T
     if not CLOSURES[configured.closure].window_from_degrees or configured.valid_until >= T - 1e-12 * max(1.0, T):
         return config, None
-    whole = whole_curve_closure(config.model, configured.kappa)
+    whole = whole_curve_closure(config, configured.kappa)
     note = (
         f"the configured {configured.closure} closure vouches only until t = {configured.valid_until:.4g} of {T:g}, "
         f"so the {whole.name} closure was run (name a closure to choose one)"

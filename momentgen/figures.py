@@ -218,6 +218,7 @@ DRAWERS = frozenset(
         "examples/scaling_law.py:figure",
         "examples/schedules.py:figure",
         "examples/weak_recovery.py:figure",
+        "examples/wishart_teacher.py:figure",
         "benchmarks/bench_closure_accuracy.py:plot",
     }
 )

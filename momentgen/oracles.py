@@ -139,7 +139,7 @@ def solvable_tied_average(t, power, c=1.0, sigma=1.0, rate=1.0):
             return f * np.sqrt(max((b - x) * (x - a), 0.0)) / (np.pi * jump * x) * v
 
         layer = np.sqrt(c * E)
-        points = [p for p in (layer / 10, layer, 10 * layer) if p < np.sqrt(b - a)]
+        points = [p for p in layer * np.logspace(-2, 2, 5) if p < np.sqrt(b - a)]  # (±1 decade: 4e-4 low at t ≥ 4.5)
         with warnings.catch_warnings():  # QUADPACK's roundoff notice at 1e-9: the values match §12's to 3 digits
             warnings.simplefilter("ignore", IntegrationWarning)
             values.append(quad(integrand, 0, np.sqrt(b - a), points=points, limit=400, epsabs=1e-30, epsrel=1e-9)[0])

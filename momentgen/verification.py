@@ -384,7 +384,7 @@ def _closure(config, explicit, curve_kappa, say):
     T = config.settings.integrate.T
     note = ""
     if not explicit and CLOSURES[name].window_from_degrees and _window(theory) < T - 1e-12:
-        whole = whole_curve_closure(config.model, curve_kappa)
+        whole = whole_curve_closure(config, curve_kappa)
         chosen, overrides = whole.name, {"closure": whole.name, **whole.checked_resolution(config)}
         note = (
             f"the configured {name} closure vouches only until t = {_window(theory):.4g} of {T:g}, so verify checked "

@@ -175,10 +175,11 @@ def test_the_layout_checker_sees_a_legend_over_error_bars_and_bar_bodies():
 
 def test_where_no_closure_is_named_the_one_that_vouches_runs():
     """Issue 45: `mg.solve(cfg)` on fig4_linear, whose configured zero closure vouches only until t = 0.01 of 0.05,
-    runs the quadrature closure instead and says so; naming the zero closure (or a degree) keeps it."""
+    runs the whole-curve closure instead — the exact riccati closure, one trainable tied letter (issue 44) — and says
+    so; naming the zero closure (or a degree) keeps it."""
     config = mg.load_config("fig4_linear", integrate={"points": 6})
     result = mg.solve(config)
-    assert result.closure == "quadrature" and result.valid_until == pytest.approx(0.05)
+    assert result.closure == "riccati" and result.valid_until == pytest.approx(0.05)
     assert result.message.startswith("the configured zero closure vouches only until t = 0.01 of 0.05")
     assert mg.solve(config, closure="zero").closure == "zero"
     assert mg.solve(config, degree=6).closure == "zero"

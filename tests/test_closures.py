@@ -87,7 +87,7 @@ def test_matrix_model_closure_stays_valid_where_the_zero_closure_blows_up():
 
 
 def test_closures_are_pluggable_and_named():
-    assert set(CLOSURES) == {"zero", "quadrature", "matrix-model"}
+    assert set(CLOSURES) == {"zero", "riccati", "quadrature", "matrix-model"}
     with pytest.raises(ModelError, match="unknown closure 'magic'"):
         solve_with_closure(parse_config(SOLVABLE), "magic")
 

@@ -138,8 +138,8 @@ def test_the_relative_risk_estimate_divides_by_the_smaller_leg_and_never_decreas
 
 
 def test_the_risk_window_ends_where_the_estimate_passes_ten_percent():
-    """`_risk_columns`: the estimate per time, and risk_valid_until the last time within `RISK_TOL`."""
-    from momentgen.closures import _risk_columns
+    """`closure_base.risk_columns`: the estimate per time, and risk_valid_until the last time within `RISK_TOL`."""
+    from momentgen.closure_base import risk_columns as _risk_columns
 
     columns, extra = _risk_columns(np.array([0.0, 1.0, 2.0]), np.array([0.01, 0.1, 0.2]))
     assert columns["risk_relative"] == [0.01, 0.1, 0.2] and extra["risk_valid_until"] == 1.0
@@ -147,9 +147,9 @@ def test_the_risk_window_ends_where_the_estimate_passes_ten_percent():
 
 
 def test_a_result_that_vouches_for_less_than_its_horizon_is_partial():
-    """`closures._reported`: status ok with valid_until < t[-1] becomes partial and says until when; at the horizon
+    """`closure_base.reported`: status ok with valid_until < t[-1] becomes partial and says until when; at the horizon
     it stays ok (kills the comparison reversed or the status left at ok)."""
-    from momentgen.closures import _reported
+    from momentgen.closure_base import reported as _reported
     from momentgen.problem import Problem
     from momentgen.results import Result
 

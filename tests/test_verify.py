@@ -198,12 +198,12 @@ def test_an_unexpected_error_in_a_leg_is_a_failed_leg(monkeypatch):
 
 def test_a_zero_closure_past_its_window_is_replaced_and_said(tmp_path):
     """Not named explicitly, a zero closure whose window ends before the horizon is replaced by the
-    quadrature closure; the closure check says so and how to compute that curve. `--out` writes the
-    CSV beside the JSON, and `to_pandas()` has one row per check."""
+    whole-curve closure (here the exact riccati closure: one trainable tied letter); the closure check says so and
+    how to compute that curve. `--out` writes the CSV beside the JSON, and `to_pandas()` has one row per check."""
     config = solvable(truncation={"degree": 6, "observables": ["S1", "S1 S1"], "closure": "zero"})
     result = verify(config, dims=(40, 80), steps=300, seeds=(0, 1, 2), progress=False, out=tmp_path)
-    assert result.checks["closure"]["closure"] == "quadrature"
-    assert 'set [truncation] closure = "quadrature"' in result.checks["closure"]["message"]
+    assert result.checks["closure"]["closure"] == "riccati"
+    assert 'set [truncation] closure = "riccati"' in result.checks["closure"]["message"]
     frame = result.to_pandas()
     assert list(frame.index) == ["drift", "closure", "cross-check", "finite-d"]
     assert frame.attrs["verdict"] == result.verdict
@@ -263,10 +263,10 @@ def test_the_untied_drift_check_catches_a_wrong_coefficient(monkeypatch):
 
 def test_the_shipped_fig4_example_verifies_with_its_default_closure():
     """Before: `momentgen verify examples/configs/fig4_linear.toml` said disagree (its zero closure leaves
-    its window at t = 0.012 of 0.05) with no hint. Now the quadrature closure is verified instead and
+    its window at t = 0.012 of 0.05) with no hint. Now the whole-curve closure (riccati) is verified instead and
     said so, and SGD is read on a grid it resolves (d = 40: one step is 1.6e-3 of t > the config's
     spacing 1e-3). Small here (d = 40, 80; 3 seeds); `tests/test_slow.py` runs every shipped example at
     verify's defaults with a 120 s budget (measured: all six agree, 50–183 s each)."""
     result = verify(examples.config("fig4_linear"), dims=(40, 80), seeds=(0, 1, 2), steps=300, progress=False)
     assert result.verdict == "agree", result.message
-    assert result.checks["closure"]["closure"] == "quadrature"
+    assert result.checks["closure"]["closure"] == "riccati"

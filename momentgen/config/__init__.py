@@ -41,9 +41,11 @@ range), so that a wrong one stops with one line that names it::
     [truncation]
     degree = 8             # truncation degree M (quadrature: exact to degree M, order n = ⌊(M−1)/2⌋) (required)
     observables = "all"    # list of words in text syntax, or "all"
-    closure = "zero"       # zero (the paper's Π_M, short window) | quadrature (truncated GNS
+    closure = "zero"       # zero (the paper's Π_M, short window) | riccati (exact: one trainable tied letter
+                           # against one fixed letter, MATH.md §15) | quadrature (truncated GNS
                            # representation, valid for all t) | matrix-model (n×n matrix flow)
-    size = 400             # matrix-model: matrix size n (error O(1/n); estimate from n and n/2)
+    size = 400             # matrix-model: matrix size n (error O(1/n); estimate from n and n/2);
+                           # riccati: nodes of the fixed letter's Gauss rule (estimate from N and N/2)
     draws = 1              # matrix-model: Haar draws per size (> 1: control-variate ensemble, run on 2 processes)
     max_memory_gb = 8.0    # refuse a truncation whose estimated size is larger (raise to override)
 

@@ -233,7 +233,7 @@ def _observables(value):
 
 REQUIRED = object()  # marks a key without a default
 METHODS = ("LSODA", "Radau", "BDF", "DOP853", "RK45")  # the ODE methods of momentgen.stepper.SOLVERS
-CLOSURES = ("zero", "quadrature", "matrix-model")
+CLOSURES = ("zero", "riccati", "quadrature", "matrix-model")
 
 
 def key(default, check):
