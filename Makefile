@@ -49,6 +49,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_closures.py
 	$(BIN)/python benchmarks/bench_edge.py
 	$(BIN)/python benchmarks/bench_sigma.py
+	$(BIN)/python benchmarks/bench_riccati.py
 	$(BIN)/python benchmarks/bench_verify.py
 	$(BIN)/python benchmarks/bench_closure_accuracy.py --out out/bench
 

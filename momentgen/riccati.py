@@ -251,7 +251,8 @@ class Subordination:
         raise ModelError("the riccati closure's subordination did not settle off the real line")
 
     def _bracketed(self):
-        lower = -self.D.min()  # D + w > 0 on the fixed letter's nodes
+        """The real fixed point by bisection (brentq) above −min D, where every D + w is positive."""
+        lower = -self.D.min()
         _, top = self.student.edges
 
         def residual(w):
@@ -283,32 +284,41 @@ class Subordination:
         raise ModelError("the riccati closure's subordination did not converge (Newton)")
 
     def trace(self, functions):
-        """τ(R g₁ R g₂ ⋯ R g_M) for ``functions`` = (g₁..g_M), each an array on the fixed letter's nodes."""
+        """τ(R g₁ R g₂ ⋯ R g_M) for ``functions`` = (g₁..g_M), each an array on the fixed letter's nodes: the (1, M)
+        entry of the linearisation's inverse ``(I ⊗ (Y₀ + D) − T)⁻¹``, conditioned on S* by the subordination Ω."""
         M = len(functions)
         nu = self.fixed.weights
         if M == 1:
             return nu @ (functions[0] * self.h)
-        if M == 2:  # the general path below, written out: Ω = [[w, o], [0, w]]
+        if M == 2:  # `_triangular_shift` written out: Ω = [[w, o], [0, w]]
             G01 = nu @ (self.h**2 * functions[0])
             o = -(self.student.taylor(self.u, 2)[1] * (-G01 / self.g**2) - G01) / self._slope()
             return nu @ (functions[1] * self.h**2 * (functions[0] - o))
-        slope = self._slope()
-        taylor = self.student.taylor(self.u, M)
-        omega = np.zeros((M, M), dtype=np.result_type(self.h, float))
-        np.fill_diagonal(omega, self.w)
-        shift = np.zeros((len(nu), M, M), dtype=omega.dtype)
+        pencil = self._pencil(functions)
+        inverse = np.linalg.inv(pencil + self._triangular_shift(pencil))
+        return nu @ (functions[-1] * inverse[:, 0, M - 1])
+
+    def _pencil(self, functions):
+        """``D ⊗ I − T`` on every node: (N, M, M), T with g₁..g_{M−1} on the first superdiagonal."""
+        M = len(functions)
+        pencil = np.einsum("j,ab->jab", self.D, np.eye(M)).astype(np.result_type(self.h, float))
         for i in range(M - 1):
-            shift[:, i, i + 1] = -functions[i]
-        base = np.einsum("j,ab->jab", self.D, np.eye(M))
-        for k in range(1, M):  # the k-th superdiagonal of Ω: linear in its entries, given the lower ones
-            inverse = np.linalg.inv(base + shift + omega)
-            G = np.einsum("j,jab->ab", nu, inverse)
-            U = np.linalg.inv(G) - omega
-            H = _matrix_phi(taylor, U - self.u * np.eye(M))
+            pencil[:, i, i + 1] = -functions[i]
+        return pencil
+
+    def _triangular_shift(self, pencil):
+        """The M × M upper-triangular subordination Ω (diagonal w) with ``E[(Y₀ ⊗ I + pencil)⁻¹] = (pencil + Ω)⁻¹``
+        on S*'s algebra: ``G = τ_ν((pencil + Ω)⁻¹)``, ``φ(G⁻¹ − Ω) = G``. Superdiagonal k enters linearly once the
+        lower ones are known (slope `_slope`), so each is one exact step."""
+        M = pencil.shape[-1]
+        slope, taylor, nu = self._slope(), self.student.taylor(self.u, M), self.fixed.weights
+        omega = np.diag(np.full(M, self.w)).astype(pencil.dtype)
+        for k in range(1, M):
+            G = np.einsum("j,jab->ab", nu, np.linalg.inv(pencil + omega))
+            H = _matrix_phi(taylor, np.linalg.inv(G) - omega - self.u * np.eye(M))
             for i in range(M - k):
                 omega[i, i + k] = -(H[i, i + k] - G[i, i + k]) / slope
-        inverse = np.linalg.inv(base + shift + omega)
-        return nu @ (functions[-1] * inverse[:, 0, M - 1])
+        return omega
 
     def _slope(self):
         """∂(φ(U) − G)/∂Ω at one off-diagonal entry, all others fixed: the scalar fixed point's linearisation."""
@@ -471,6 +481,18 @@ def _laws(problem, nodes):
     return student_law, FixedLaw.discrete(eigenvalues(f_spec)), None
 
 
+@dataclass
+class Leg:
+    """One resolution's run: the times reached, {word: values}, status and message, its `RiccatiFlow` and states."""
+
+    t: np.ndarray
+    series: dict
+    status: str
+    message: str
+    flow: RiccatiFlow
+    states: np.ndarray
+
+
 class RiccatiClosure(Closure):
     """The exact d = ∞ flow of one trainable tied letter against one fixed letter (module docstring; MATH.md §15).
 
@@ -502,9 +524,9 @@ class RiccatiClosure(Closure):
             problem.potential, lambda: {name: self._run(problem, student_law, law, words) for name, law in legs.items()}
         )
         fine = runs["fine"]
-        reached = min(len(run[0]) for run in runs.values())
-        t = fine[0][:reached]
-        series = {w: fine[1][w][:reached] for w in words}
+        reached = min(len(run.t) for run in runs.values())
+        t = fine.t[:reached]
+        series = {w: fine.series[w][:reached] for w in words}
         derived = derived_columns(problem, series, None)
         estimate, risk_estimate = self._estimates(problem, series, derived["risk"], runs.get("coarse"), reached)
         how = (
@@ -512,14 +534,14 @@ class RiccatiClosure(Closure):
             if coarse_law is not None
             else "the fixed letter's exact spectrum"
         )
-        message = fine[3]
-        if fine[2] == "ok":
+        message = fine.message
+        if fine.status == "ok":
             message = (
                 f"riccati closure (the exact d = ∞ flow, MATH.md §15) with {how}; estimate: the legs' difference plus "
                 f"10 × the integration rtol — a bound; {message}"
             )
         risk_series, risk_window = risk_columns(t, risk_estimate)
-        spectra = self._spectra(problem, fine[4], fine[5][:reached], t) if problem.spectra else {}
+        spectra = self._spectra(problem, fine.flow, fine.states[:reached], t) if problem.spectra else {}
         extra = {
             "method": "DOP853 on the riccati scalars",
             "estimate_legs": sorted(runs),
@@ -529,7 +551,7 @@ class RiccatiClosure(Closure):
             **({"spectra": spectra} if spectra else {}),
         }
         result = Result(
-            problem.model.kind, self.name, problem.model.time_scale, t, series, derived, fine[2], message,
+            problem.model.kind, self.name, problem.model.time_scale, t, series, derived, fine.status, message,
             last_time_within(t, estimate, problem.integrate.validity_tol), size=len(fine_law.nodes),
             error_estimate=float(estimate[-1]), estimate_is_bound=True,
             error_series={"estimate": estimate.tolist(), **risk_series}, potential=problem.potential.accuracy_report(),
@@ -547,7 +569,7 @@ class RiccatiClosure(Closure):
         if coarse is None:
             return estimate, risk_floor
         gap = np.zeros(reached)
-        coarse_series = {w: coarse[1][w][:reached] for w in series}
+        coarse_series = {w: coarse.series[w][:reached] for w in series}
         for w, values in series.items():
             gap = np.maximum(gap, np.abs(values - coarse_series[w]) / np.maximum(1.0, np.abs(values)))
         coarse_risk = derived_columns(problem, coarse_series, None)["risk"]
@@ -569,7 +591,7 @@ class RiccatiClosure(Closure):
         return RiccatiFlow(student_law, fixed_law, gamma_of, problem.gamma)
 
     def _run(self, problem, student_law, fixed_law, words):
-        """(times, {word: values}, status, message, the `RiccatiFlow`, its states) of one leg."""
+        """One `Leg`: the flow on the fixed letter's rule ``fixed_law``, every word read at every time reached."""
         flow = self._flow(problem, student_law, fixed_law)
         t, states, status, message = flow.solve(problem.times, rtol=RTOL)
         model = problem.model
@@ -577,7 +599,7 @@ class RiccatiClosure(Closure):
         codes = {w: parse(w, model) for w in words}
         blocks = {w: word_blocks(c, student - 1, 2 - student) for w, c in codes.items()}
         series = {w: np.array([flow.word(ti, y, blocks[w], len(codes[w])) for ti, y in zip(t, states)]) for w in words}
-        return t, series, status, message, flow, states
+        return Leg(t, series, status, message, flow, states)
 
     def _spectra(self, problem, flow, states, times, points=400):
         """{letter: {"of", "nodes", "weights"}}: S(t)'s law at each time as the masses of ``points`` cells of the
