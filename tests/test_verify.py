@@ -215,20 +215,39 @@ def test_a_budget_chooses_seeds_steps_and_dimensions_and_reports_the_plan(monkey
     """``budget``: the seeds, the drift steps and, if need be, the dimensions are cut to fit (never below 3
     seeds and 100 steps) and the plan is reported; a budget below the smallest plan is refused up front.
     The measured costs are replaced by fixed ones (a drift step 1 ms; a seed d₁/25 s) so that the plan
-    does not depend on this machine's speed: with 2 s and 2 workers, d = 100 and 50 do not fit 3 seeds,
+    does not depend on this machine's speed: with 2.36 s (2.006 s after `PLANNED_SHARE`, the theory's legs set to
+    cost nothing) and 2 workers, d = 100 and 50 do not fit 3 seeds,
     d = 25 does (0.75·2·2/1 = 3 seeds), and the finite-d leg runs there; the drift, whose cost does not grow
     with the horizon, keeps the largest d its steps fit at (0.25·2/(2·1 ms) = 250 drift steps at d = 100, 200:
     a 1/d extrapolation from small d is off by O(1/d²) — measured 6 SE on fig2_tied_h2's long horizon)."""
-    from momentgen import verification_plan
+    from momentgen import verification, verification_plan
 
     monkeypatch.setattr(verification_plan, "_costs", lambda config, start, dims, *rest: (2e-3, dims[0] / 25))
-    result = verify(solvable(), budget=2, progress=False)
+    monkeypatch.setattr(verification, "elapsed", lambda begin: 0.0)  # the theory's legs cost nothing here
+    result = verify(solvable(), budget=2.36, progress=False)
     plan = result.checks["finite-d"]["plan"]
     assert plan["dims"] == [25, 50] and len(plan["seeds"]) == 3 and plan["steps"] == 250
     assert result.checks["drift"]["d"] == [100, 200] and plan["drift_dims"] == [100, 200]
     assert plan["estimated_s"] <= 2
     with pytest.raises(ConfigError, match="below the smallest plan"):
         verify(solvable(), budget=0.01, progress=False)
+
+
+def test_the_budget_counts_what_the_theorys_legs_spent(monkeypatch):
+    """Issue 46, item 4: the closure, its cross-check and one own-start pair run before the plan, and the plan fills
+    `PLANNED_SHARE` of what they left: with fixed SGD costs (as above) and 4 s of a 7 s budget spent, the legs get
+    0.85 · 3 s (the finite-d leg at d = 25, 50 with 3 seeds, the drift 637 steps); a budget the theory's legs spend
+    alone is refused and says so. (Measured, not asserted: `verify wishart_teacher --budget 120` took 139 s before —
+    the theory legs and the probes outside the plan — and 99.6 s now.)"""
+    from momentgen import verification, verification_plan
+
+    monkeypatch.setattr(verification_plan, "_costs", lambda config, start, dims, *rest: (1e-3, dims[0] / 25))
+    monkeypatch.setattr(verification, "elapsed", lambda begin: 4.0)
+    plan = verify(solvable(), budget=7, progress=False).checks["finite-d"]["plan"]
+    assert plan["dims"] == [25, 50] and len(plan["seeds"]) == 3 and plan["steps"] == 637
+    assert 4.0 < plan["estimated_s"] <= 4.0 + verification_plan.PLANNED_SHARE * 3
+    with pytest.raises(ConfigError, match="spent by the theory's own legs"):
+        verify(solvable(), budget=3, progress=False)
 
 
 UNTIED = {
