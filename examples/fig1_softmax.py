@@ -11,8 +11,8 @@ SGD (mean ± sd over seeds) and the finite-d matrix flow from the same matrices.
 ``sup_error_valid`` column of the table is each degree's error on its validity window.
 
 Panel b (`OUT/fig1_learning_curve.{png,json}`): the whole learning curve t ∈ [0, 20]
-(p12 → 0.99; 200 000 SGD steps at d = 400) from the quadrature closure alone, orders 5–7,
-with the n vs n − 1 estimate.
+(p12 → 0.99; 200 000 SGD steps at d = 400): exact from the riccati closure (one trainable tied letter, MATH.md §15),
+and the quadrature closure at orders 5–7 with its estimate, against it.
 
 Run: ``python examples/fig1_softmax.py --out out/examples [--d 400 --seeds 2 --T 1]``
 (about 10 minutes on two cores at the defaults).
@@ -73,6 +73,7 @@ def learning_curve(out, T=20.0):
     config = load_config(CONFIG)
     config = config.replace(integrate=dict(T=T, points=201, validity_tol=1e-2))
     runs = {n: solve_with_closure(config, "quadrature", degree=2 * n + 1) for n in (5, 6, 7)}
+    exact = solve_with_closure(config, "riccati")  # one trainable tied letter: the exact d = ∞ flow (MATH.md §15)
     summary = {
         str(n): {
             "seconds": r.extra["seconds"],
@@ -87,6 +88,12 @@ def learning_curve(out, T=20.0):
         "p12": {str(n): r.derived["p12"] for n, r in runs.items()},
         "estimate": {str(n): r.error_series["estimate"] for n, r in runs.items()},
         "summary": summary,
+        "exact": {
+            "p12": exact.derived["p12"],
+            "risk": exact.derived["risk"],
+            "seconds": exact.extra["seconds"],
+            "error_estimate": exact.error_estimate,
+        },
     }
     path = out / "fig1_learning_curve.png"
     figure = learning_curve_figure(data)
@@ -96,30 +103,33 @@ def learning_curve(out, T=20.0):
     for n, s in summary.items():
         print(
             f"learning curve, quadrature n={n}: {s['seconds']:.1f} s, p12(20) = {s['p12_end']:.4f}, "
-            f"estimate {s['error_estimate']:.1e}"
+            f"estimate {s['error_estimate']:.1e}, true error "
+            f"{np.abs(np.asarray(data['p12'][n]) - np.asarray(data['exact']['p12'])).max():.1e}"
         )
+    print(f"learning curve, riccati (exact): {exact.extra['seconds']:.1f} s, p12(20) = {exact.derived['p12'][-1]:.4f}")
 
 
 def learning_curve_figure(data):
-    """Left: p12 over the whole curve from the highest order, with its estimate band; right: how far the lower
-    orders are from it, on a log axis — on the left they coincide (tests/test_figures.py redraws
-    docs/figures/fig1_learning_curve.json)."""
+    """Left: p12 over the whole curve, exact (the riccati closure) and from the quadrature closure's highest order with
+    its estimate band; right: every order's true error against the exact curve and the top order's estimate, on a log
+    axis (tests/test_figures.py redraws docs/figures/fig1_learning_curve.json)."""
     fig, (left, right) = figures.new_figure(2, width=5.0, height=3.9)
     t = np.asarray(data["t"])
     top = max(data["p12"], key=int)
     p12 = np.asarray(data["p12"][top])
     band = np.array([np.nan if e is None else e for e in data["estimate"][top]], float) * np.maximum(1.0, np.abs(p12))
     seconds = data["summary"][top]["seconds"]
+    exact = np.asarray(data["exact"]["p12"])
+    figures.exact(left, t, exact, f"riccati closure, exact ({data['exact']['seconds']:.1f} s)")
     figures.theory(left, t, p12, f"quadrature closure, order n = {top} ({seconds:.1f} s)", color="C0")
     left.fill_between(t, p12 - band, p12 + band, color="C0", alpha=0.25, lw=0, zorder=1, label="its error estimate")
     title = "fig. 1 setting, the whole learning curve (d = ∞)"
     figures.finish(left, "t = 4nη/d", "centred overlap p12 = q12 − t1 t2", title)
-    for i, (n, values) in enumerate(sorted(data["p12"].items())):
-        if n != top:
-            gap = np.abs(np.asarray(values) - p12) + 1e-16
-            figures.theory(right, t, gap, f"|p12(n = {n}) − p12(n = {top})|", color=f"C{i + 1}")
+    for i, (n, values) in enumerate(sorted(data["p12"].items(), key=lambda item: int(item[0]))):
+        gap = np.abs(np.asarray(values) - exact) + 1e-16
+        figures.theory(right, t, gap, f"|p12(n = {n}) − p12(exact)|", color=f"C{i + 1}")
     figures.theory(right, t, band + 1e-16, f"the estimate of order n = {top}", color="C0", ls="--")
-    figures.finish(right, "t = 4nη/d", "difference of orders", "convergence in the order n", log=True)
+    figures.finish(right, "t = 4nη/d", "error of p12", "quadrature orders against the exact curve", log=True)
     return fig
 
 
