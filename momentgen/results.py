@@ -197,8 +197,8 @@ class Result:
         symmetric, of ``X Xᵀ``: the squared singular values) at the output time ``t``, from the closure's
         state: ``{"letter", "of", "t", "x", "cdf", "density", "cdf_low", "cdf_high"}`` on ``x`` (default
         ``points`` points spanning the spectrum) — a smooth reconstruction from the state's spectral rule
-        (`momentgen.spectra.reconstruct`; ``cdf_low``/``cdf_high`` the band the rule certifies). Quadrature
-        and matrix-model closures only."""
+        (`momentgen.spectra.reconstruct`; ``cdf_low``/``cdf_high`` the band the rule certifies). The riccati,
+        quadrature and matrix-model closures (the riccati closure's from the density of its Stieltjes transform)."""
         return _spectrum_of(self, letter, t, points, x)
 
     def plot(self, words=None, ax=None, log=False):
@@ -260,12 +260,12 @@ def _spectrum_of(result, letter, t, points=400, x=None):
         where = (
             f"it has {', '.join(spectra)}"
             if spectra
-            else "solve with spectra=True (the quadrature and matrix-model closures record them then; "
+            else "solve with spectra=True (the riccati, quadrature and matrix-model closures record them then; "
             "the zero closure has no state to read them from)"
         )
         raise MomentgenError(
             f"no spectrum of {letter!r} in this result: {where} (spectra are those of the trainable letters, "
-            "from the quadrature and matrix-model closures)"
+            "from the riccati, quadrature and matrix-model closures)"
         )
     times = np.asarray(result.t, dtype=float)
     tolerance = 1e-9 * max(1.0, abs(times[-1]))
