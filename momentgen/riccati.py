@@ -28,7 +28,7 @@ complex shift.
 import math
 import time
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 from scipy.integrate import solve_ivp
@@ -266,20 +266,23 @@ class Subordination:
             step *= 2
         return brentq(residual, lower + 1e-15 * step, lower + step, xtol=1e-300, rtol=1e-15, maxiter=400)
 
-    def _newton(self, w, tol=1e-14, settled=1e-10, iterations=40):
-        """Newton on the scalar fixed point from ``w``: done when a step is below ``tol`` (relative), or after the
-        iterations when the last step is below ``settled`` (rounding stalls steps near 1e-15 off the real line)."""
+    def _newton(self, w, tol=1e-9, settled=1e-10, iterations=40):
+        """Newton on the scalar fixed point from ``w``, each step halved until D + w stays positive (real D): done
+        after a step below ``tol`` (relative; the convergence is quadratic, so what that step leaves is ~tol²,
+        rounding), or after the iterations when the last step is below ``settled`` (rounding stalls steps near 1e-15
+        off the real line)."""
         real = np.isrealobj(self.D)
+        lower = -self.D.min() if real else None
         step = np.inf
         for _ in range(iterations):
-            if real and not (self.D + w).min() > 0:
-                break
             value, slope = self._residual(w)
             step = value / slope
+            while real and not w - step > lower and abs(step) > 1e-300:
+                step /= 2
             w = w - step
             if abs(step) <= tol * max(1.0, abs(w)):
                 break
-        if abs(step) <= settled * max(1.0, abs(w)) and not (real and not (self.D + w).min() > 0):
+        if abs(step) <= settled * max(1.0, abs(w)):
             return w
         raise ModelError("the riccati closure's subordination did not converge (Newton)")
 
@@ -292,7 +295,7 @@ class Subordination:
             return nu @ (functions[0] * self.h)
         if M == 2:  # `_triangular_shift` written out: Ω = [[w, o], [0, w]]
             G01 = nu @ (self.h**2 * functions[0])
-            o = -(self.student.taylor(self.u, 2)[1] * (-G01 / self.g**2) - G01) / self._slope()
+            o = -(self._derivatives[1] * (-G01 / self.g**2) - G01) / self._slope()
             return nu @ (functions[1] * self.h**2 * (functions[0] - o))
         pencil = self._pencil(functions)
         inverse = np.linalg.inv(pencil + self._triangular_shift(pencil))
@@ -320,11 +323,18 @@ class Subordination:
                 omega[i, i + k] = -(H[i, i + k] - G[i, i + k]) / slope
         return omega
 
+    @cached_property
+    def _derivatives(self):
+        """(g'(w), φ'(u)) at the fixed point."""
+        return -(self.fixed.weights @ self.h**2), self.student.value_and_slope(self._real_or(self.u))[1]
+
+    @staticmethod
+    def _real_or(u):
+        return float(u) if np.isrealobj(u) else u
+
     def _slope(self):
         """∂(φ(U) − G)/∂Ω at one off-diagonal entry, all others fixed: the scalar fixed point's linearisation."""
-        nu = self.fixed.weights
-        dg = -(nu @ self.h**2)
-        dphi = self.student.taylor(self.u, 2)[1]
+        dg, dphi = self._derivatives
         return dphi * (-dg / self.g**2 - 1) - dg
 
 
@@ -430,7 +440,7 @@ class RiccatiFlow:
 #: Init kinds whose spectral law the closure reads (an aligned letter is a function of Σ: outside the class).
 LAW_KINDS = ("gaussian", "identity", "from-file")
 #: rtol of the scalars' integration: the floor of every estimate is ten times it.
-RTOL = 1e-10
+RTOL = 1e-9
 
 
 def outside_riccati(config, kappa=0.0):
