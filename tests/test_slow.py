@@ -112,8 +112,8 @@ def test_every_shipped_example_verifies(name):
     """Issue 26 / 40: every shipped configuration verifies `agree` at verify's defaults (d = 100, 200; 8 seeds;
     2000 drift steps) within its budget (`BUDGETS`, else 120 s). Measured: `agree` for all nine; noise_floors (tied
     softmax with label noise, the stochastic matrix model over t ∈ [0, 10]; at budget 300 no plan fits) agrees in
-    906 s at budget 600 alone, 1 334 s with the default suite beside — the budget does not yet cover the theory legs
-    (issue 46); schedules (an
+    906 s at budget 600 alone, 1 334 s with the default suite beside, when the budget covered SGD only; since issue
+    46 the budget covers the theory's legs too (over 5 minutes here), so it is 1 200 s; schedules (an
     ensemble of stochastic matrix models whose estimate carries 3 standard errors) 96 s, scaling_law (κ = 0.004 since
     issue 40, T = 5) 64 s, on 2 cores with another run beside it. Until issue 40 two were strict xfails: schedules'
     seed-difference estimate was not a bound (the cross-check found 0.0046 where it allowed 0.0015), scaling_law ran
