@@ -439,6 +439,9 @@ class RiccatiFlow:
 
 #: Init kinds whose spectral law the closure reads (an aligned letter is a function of Σ: outside the class).
 LAW_KINDS = ("gaussian", "identity", "from-file")
+#: The most nodes of the fixed letter's Gauss rule (``size``): Golub–Welsch holds N² numbers (134 MB here), and the rule
+#: converges geometrically (N = 64 is 7e-13 from N = 128 on the hard-edge case, t ≤ 3).
+MAX_NODES = 4096
 #: rtol of the scalars' integration: the floor of every estimate is ten times it.
 RTOL = 1e-9
 
@@ -527,7 +530,14 @@ class RiccatiClosure(Closure):
         if refusal is not None:
             raise ModelError(refusal)
         start = time.perf_counter()
-        student_law, fine_law, coarse_law = _laws(problem, size or problem.config.settings.truncation.size)
+        nodes = size or problem.config.settings.truncation.size
+        if nodes > MAX_NODES:
+            raise ModelError(
+                f"the riccati closure's size is the number of nodes of the fixed letter's Gauss rule, at most "
+                f"{MAX_NODES} (it converges geometrically: 128 is exact to rounding on the reference cases), got "
+                f"{nodes}"
+            )
+        student_law, fine_law, coarse_law = _laws(problem, nodes)
         words = list(dict.fromkeys(list(problem.words) + list(problem.source().truncation.program.words)))
         legs = {"fine": fine_law} | ({"coarse": coarse_law} if coarse_law is not None else {})
         runs = audited(

@@ -220,6 +220,13 @@ def test_outside_its_class_it_refuses_in_one_line_and_names_the_closures_that_se
         solve_with_closure(config)
 
 
+def test_a_rule_too_large_is_refused_before_it_is_built():
+    """`size` is the fixed letter's node count: 20 000 (the matrix model's largest n) would hold a 3.2 GB
+    eigenvector matrix in Golub–Welsch; refused in one line, naming the limit."""
+    with pytest.raises(ModelError, match="at most 4096"):
+        solve_with_closure(config_of(truncation={"size": 20_000}))
+
+
 def test_it_is_the_whole_curve_closure_where_it_applies():
     """`whole_curve_closure` (what `solve` runs when the zero closure's window ends and `verify` checks with) is
     the riccati closure inside its class and the quadrature closure outside it."""
