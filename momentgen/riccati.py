@@ -554,6 +554,8 @@ class RiccatiClosure(Closure):
             if coarse_law is not None
             else "the fixed letter's exact spectrum"
         )
+        if problem.factors is not None:  # finite matrices enter by their spectra only
+            how += " (the given matrices' spectra, taken in generic position to each other)"
         message = fine.message
         if fine.status == "ok":
             message = (
