@@ -145,12 +145,11 @@ class StudentLaw:
 @dataclass(frozen=True)
 class FixedLaw:
     """The fixed letter's spectral law as a rule: ``nodes`` λ_j, ``weights`` ν_j (a Gauss rule of a Wishart law, exact
-    for polynomials of degree < 2N; an identity's one atom; a file's eigenvalues). ``exact``: the rule is the law;
-    ``wishart``: (rate, jump) of a Wishart law, whose finer rules `refined` gives."""
+    for polynomials of degree < 2N; an identity's one atom; a file's eigenvalues — the law itself).
+    ``wishart_law``: (rate, jump) of a Wishart law, whose finer rules `refined` gives (None: the rule is the law)."""
 
     nodes: np.ndarray
     weights: np.ndarray
-    exact: bool
     wishart_law: tuple = None
 
     @classmethod
@@ -161,7 +160,7 @@ class FixedLaw:
     @classmethod
     def discrete(cls, eigenvalues):
         eigenvalues = np.asarray(eigenvalues, float)
-        return cls(eigenvalues, np.full(len(eigenvalues), 1 / len(eigenvalues)), True)
+        return cls(eigenvalues, np.full(len(eigenvalues), 1 / len(eigenvalues)))
 
     def refined(self, n):
         """A rule of the same law with ``n`` nodes (itself when the rule is the law)."""
@@ -184,7 +183,7 @@ def _wishart_rule(rate, jump, n):
         nodes, weights = np.concatenate([[0.0], nodes]), np.concatenate([[1 - rate], rate * weights])
     for array in (nodes, weights):
         array.flags.writeable = False
-    return FixedLaw(nodes, weights, False, (rate, jump))
+    return FixedLaw(nodes, weights, (rate, jump))
 
 
 def word_blocks(codes, student, fixed):
@@ -225,7 +224,7 @@ class Subordination:
         g = self.fixed.weights @ h
         dg = -(self.fixed.weights @ h**2)
         u = 1 / g - w
-        phi, dphi = self.student.value_and_slope(float(u) if np.isrealobj(u) else u)
+        phi, dphi = self.student.value_and_slope(self._real_or(u))
         return phi - g, dphi * (-dg / g**2 - 1) - dg
 
     def _shift(self, guess):
@@ -330,6 +329,7 @@ class Subordination:
 
     @staticmethod
     def _real_or(u):
+        """``u`` as a Python float when it is real (`StudentLaw.value_and_slope`'s scalar path), else as it is."""
         return float(u) if np.isrealobj(u) else u
 
     def _slope(self):
