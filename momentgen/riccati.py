@@ -108,24 +108,22 @@ class StudentLaw:
     def value_and_slope(self, z):
         """(φ(z), φ'(z)) at real or complex ``z`` (a number or an array)."""
         if isinstance(z, float) and self.eigenvalues is None:  # the fixed point's hot path: scalar arithmetic
-            a, b = self._edges
-            left, right = math.sqrt(1 + a * z), math.sqrt(1 + b * z)
-            denominator = 1 + (a + b) * z / 2 + left * right
-            value = 2 * self.jump * self.rate / denominator
-            return value, -value * ((a + b) / 2 + (a * right / left + b * left / right) / 2) / denominator
+            return self._closed_form(z, math.sqrt)
         z = np.asarray(z)
         if self.eigenvalues is not None:
             lam = self.eigenvalues
             ratio = lam / (1 + np.multiply.outer(z, lam))
             return (self.weights * ratio).sum(axis=-1), -(self.weights * ratio**2).sum(axis=-1)
-        a, b = self.edges
-        zc = z.astype(complex)
-        left, right = np.sqrt(1 + a * zc), np.sqrt(1 + b * zc)
-        denominator = 1 + (a + b) * zc / 2 + left * right
-        slope = (a + b) / 2 + (a * right / left + b * left / right) / 2
-        value = 2 * self.jump * self.rate / denominator
-        out = value, -value * slope / denominator
+        out = self._closed_form(z.astype(complex), np.sqrt)
         return tuple(v.real for v in out) if np.isrealobj(z) else out
+
+    def _closed_form(self, z, sqrt):
+        """The Wishart law's (φ(z), φ'(z)) with the square root ``sqrt`` (math's for a float, numpy's for arrays)."""
+        a, b = self._edges
+        left, right = sqrt(1 + a * z), sqrt(1 + b * z)
+        denominator = 1 + (a + b) * z / 2 + left * right
+        value = 2 * self.jump * self.rate / denominator
+        return value, -value * ((a + b) / 2 + (a * right / left + b * left / right) / 2) / denominator
 
     def taylor(self, u, order):
         """The Taylor coefficients φ_0..φ_{order−1} of φ at real ``u`` (φ(u + δ) = Σ φ_j δ^j)."""
@@ -370,21 +368,22 @@ class RiccatiFlow:
 
     def order_parameters(self, t, state):
         """(τ(S²), τ(SS*)) at (t, state)."""
-        sub, F = self.at(t, state)
-        return sub.trace([F, F]), sub.trace([F * self.fixed.nodes])
+        return self.words(t, state, [((0, 0), 2), ((1,), 2)])
 
     def rates(self, t, state):
         gamma_ss, gamma_sf = self.gamma_of(*self.order_parameters(t, state))
         F = self.functions(t, state[0])
         return np.concatenate([[gamma_sf], 2 * gamma_ss * F])
 
-    def word(self, t, state, blocks, length):
-        """τ of a word with powers ``blocks`` of S* after each S (`word_blocks`) and ``length`` letters."""
+    def words(self, t, state, shapes):
+        """τ of each word (blocks, length) in ``shapes`` at (t, state) — ``blocks`` the powers of S* after each S
+        (`word_blocks`), ``length`` its letters — from one fixed point."""
         x = self.fixed.nodes
-        if not blocks:
-            return self.fixed.weights @ x**length
         sub, F = self.at(t, state)
-        return sub.trace([F * x**b for b in blocks])
+        return [
+            sub.trace([F * x**b for b in blocks]) if blocks else self.fixed.weights @ x**length
+            for blocks, length in shapes
+        ]
 
     def solve(self, times, rtol=1e-10, atol=1e-14):
         """The state at ``times`` (from 0): (times reached, states (len, 1 + N), status, message)."""
@@ -618,9 +617,10 @@ class RiccatiClosure(Closure):
         t, states, status, message = flow.solve(problem.times, rtol=RTOL)
         model = problem.model
         (student,) = model.trainable
-        codes = {w: parse(w, model) for w in words}
-        blocks = {w: word_blocks(c, student - 1, 2 - student) for w, c in codes.items()}
-        series = {w: np.array([flow.word(ti, y, blocks[w], len(codes[w])) for ti, y in zip(t, states)]) for w in words}
+        codes = [parse(w, model) for w in words]
+        shapes = [(word_blocks(c, student - 1, 2 - student), len(c)) for c in codes]
+        values = np.array([flow.words(ti, y, shapes) for ti, y in zip(t, states)]).reshape(len(t), len(words))
+        series = {w: values[:, i] for i, w in enumerate(words)}
         return Leg(t, series, status, message, flow, states)
 
     def _spectra(self, problem, flow, states, times, points=400):
@@ -649,7 +649,7 @@ def spectral_cells(flow, t, state, points=400):
     fine = flow.fixed.refined(SPECTRUM_NODES)
     fine_state = np.concatenate([[state[0]], _interpolated(flow.fixed.nodes, state[1:], fine.nodes)])
     reader = RiccatiFlow(flow.student, fine, flow.gamma_of, flow.decay)
-    top = 2 * flow.word(t, state, (0,) * 16, 16) ** (1 / 16)
+    top = 2 * flow.words(t, state, [((0,) * 16, 16)])[0] ** (1 / 16)
     for _ in range(8):
         if reader.density(t, fine_state, top * np.array([1.0, 2.0, 4.0]), 1e-9 * top)[0] * top < 1e-9:
             break
