@@ -247,7 +247,7 @@ class FlowClosure(Closure):
                 potential=problem.potential.accuracy_report(),
                 fast=fast,
                 extra={
-                    "method": "DOP853",
+                    "method": fine.info.get("method", "DOP853"),
                     "nfev": fine.info.get("nfev", 0),
                     "estimate_legs": sorted(runs),
                     "error_scale": ERROR_SCALE,

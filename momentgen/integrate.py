@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import STATE_ERRORS, MomentgenError
-from .stepper import Event, integrate
+from .stepper import DENSE_JACOBIAN_MAX, Event, integrate
 
 __all__ = ["SolveResult", "solve", "validity_horizon", "last_time_within", "audited"]
 
 METHODS_WITH_JACOBIAN = ("Radau", "BDF")
-LSODA_MAX_WORDS = 3000  # LSODA allocates a dense n×n Jacobian: 72 MB at this size
 
 
 @dataclass
@@ -105,7 +104,7 @@ def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, b
         ),
     ]
     events += [Event(*event) for event in truncation.mean.events(truncation, y0)]
-    if method == "LSODA" and len(y0) > LSODA_MAX_WORDS:
+    if method == "LSODA" and len(y0) > DENSE_JACOBIAN_MAX:
         warnings.warn(
             f"LSODA keeps a dense {len(y0)}×{len(y0)} Jacobian ({8 * len(y0) ** 2 / 2**30:.1f} GiB); "
             "integrating with DOP853 instead (pass method='Radau' or 'BDF' for the sparse Jacobian)",

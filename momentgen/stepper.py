@@ -23,9 +23,10 @@ from scipy.optimize import brentq
 
 from .progress import STATUS_EVERY
 
-__all__ = ["SOLVERS", "Event", "Trajectory", "integrate"]
+__all__ = ["SOLVERS", "DENSE_JACOBIAN_MAX", "Event", "Trajectory", "integrate"]
 
 SOLVERS = {"LSODA": LSODA, "DOP853": DOP853, "RK45": RK45, "Radau": Radau, "BDF": BDF}
+DENSE_JACOBIAN_MAX = 3000  # LSODA keeps a dense n × n Jacobian (72 MB at this size): the largest state it gets
 _SHRINK = 4.0  # step reduction after a failed trial stage
 _RETRIES = 40  # failed trial stages tolerated in a row before the run stops …
 _FAILURES = 200  # … and in all (a run that keeps meeting the edge of the domain is stopped there)
@@ -143,7 +144,8 @@ class _Run:
             return self.stopped(error, "at")
         while self.next_out < len(self.grid):
             try:  # a step, and the dense output it needs (its extra stages evaluate fun at new states too)
-                self.solver.step()
+                with np.errstate(invalid="ignore", over="ignore"):  # a non-finite state is the check's below to stop
+                    self.solver.step()
                 if self.solver.status == "failed" or not np.all(np.isfinite(self.solver.y)):
                     return self.finish(
                         "failed", f"integrator failed after t = {self.t:.6g}: {self.solver.status}", self.t

@@ -40,17 +40,18 @@ CASES = {
 def test_exact_moments_match_sampled_matrices(kind):
     """Exact d = ∞ moments vs one draw of the matrices: the gap is O(1/d) (real Gaussian
     matrices have 1/d corrections and 1/d fluctuations of normalised traces), so it must be
-    below 2 % of max(1, |μ|) at d = 2000 and shrink, on average over the words, by more than
-    half from d = 250 to d = 2000 (expected: a factor 8)."""
+    below 3 % of max(1, |μ|) at d = 1000 (measured ≤ 0.8 / 1.2 / 0.07 % tied / untied / direct) and shrink, on
+    average over the words, by more than 3× from d = 125 to d = 1000 (expected: a factor 8; measured 6.0 / 8.6 /
+    9.5)."""
     model = Model(kind, 2, [1])
     program = build(model, {"tied": 4, "untied": 3, "direct": 3}[kind], "all")
     exact = exact_moments(model, CASES[kind], program.word_codes)
     gaps = {}
-    for d in (250, 2000):
+    for d in (125, 1000):
         sampled = empirical_moments(model, sample_factors(model, CASES[kind], d, seed=3), program.word_codes)
         gaps[d] = np.abs(sampled - exact) / np.maximum(1.0, np.abs(exact))
-    assert gaps[2000].max() < 0.02
-    assert gaps[2000].mean() < 0.5 * gaps[250].mean()
+    assert gaps[1000].max() < 0.03
+    assert gaps[1000].mean() < gaps[125].mean() / 3
 
 
 def test_untied_and_direct_simple_values():

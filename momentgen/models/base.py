@@ -57,6 +57,7 @@ __all__ = [
     "sandwich",
     "sigma_letter",
     "diagonal_of",
+    "identity_like",
     "shifted",
 ]
 
@@ -161,9 +162,18 @@ def shifted(factor, step, c=1.0):
 
 def diagonal_of(matrix):
     """The diagonal of a square matrix that is diagonal (a data covariance Σ in its eigenbasis, an identity
-    letter), else None: a product with it is then a scaling, O(d²) instead of O(d³)."""
+    letter), else None: a product with it is then a scaling, O(d²) instead of O(d³). None for a matrix held by its
+    diagonal already (a `momentgen.commuting.Diagonal`, one axis), whose products are elementwise."""
+    if np.ndim(matrix) == 1:
+        return None
     diagonal = np.diagonal(matrix)
     return diagonal if np.count_nonzero(matrix) == np.count_nonzero(diagonal) else None
+
+
+def identity_like(matrix):
+    """The identity of ``matrix``'s size, held as it is held (by its diagonal for a one-axis
+    `momentgen.commuting.Diagonal`)."""
+    return np.ones_like(matrix) if np.ndim(matrix) == 1 else np.eye(len(matrix))
 
 
 def sigma_letter(model, letters):

@@ -24,6 +24,7 @@ from .base import (
     KindMatrices,
     ModelKind,
     Rule,
+    identity_like,
     psd_root,
     sandwich,
     sigma_letter,
@@ -55,7 +56,7 @@ class UntiedMatrices(KindMatrices):
             if k not in model.trainable:
                 out.append((np.zeros_like(U), np.zeros_like(V)))
                 continue
-            bias = beta[k - 1] * (np.eye(len(U)) if sigma is None else sigma)
+            bias = beta[k - 1] * (identity_like(U) if sigma is None else sigma)
             drive = sandwich(sigma, sum(a1[k - 1, l] * M[l] + a2[k - 1, l] * M[l].T for l in range(model.K)))
             drive_bar = sandwich(sigma, sum(a1[k - 1, l] * M[l].T + a2[k - 1, l] * M[l] for l in range(model.K)))
             out.append((-(bias + 2 * drive) @ V - gamma * U, -(bias + 2 * drive_bar) @ U - gamma * V))
