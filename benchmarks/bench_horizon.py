@@ -22,7 +22,7 @@ from momentgen.closures import solve_with_closure
 from momentgen.config import load_config
 from momentgen.oracles import aligned_tied_average
 
-HORIZONS = pick((10.0, 100.0, 1000.0), (0.5, 1.0))
+HORIZONS = pick((10.0, 100.0, 1000.0), (0.05, 0.1))
 
 
 def timed(T, dense=False):

@@ -29,12 +29,13 @@ def solvable(**tables):
 
 
 def test_verify_agrees_on_the_exactly_solvable_case(tmp_path):
-    """Quadrature closure (n = 4) on the tied h1 case at κ = 0.0078: the drift at t = 0 agrees with SGD's
-    (measured worst 1.0 SE at 600 steps, after the 1/d extrapolation) and SGD − theory, each from the
-    run's own start, extrapolates to d = ∞ within the tolerance (measured 0.9× it, sup gap 0.012 on
-    μ(S1 S1): the O(κ) effect of SGD that the κ → 0 curve lacks is at the edge of what 8 seeds resolve;
-    at κ = 0.031 it was 1.6×, a disagree). Writes the JSON, the CSV and the figure."""
-    result = verify(solvable(), steps=600, out=tmp_path, progress=False)
+    """Quadrature closure (n = 4) on the tied h1 case at κ = 0.0078, SGD at d = 50 and 100: the drift at t = 0
+    agrees with SGD's (measured worst 2.0 SE at 600 steps, 0.42× the tolerance, after the 1/d extrapolation) and
+    SGD − theory, each from the run's own start, extrapolates to d = ∞ within the tolerance (measured 0.50× it).
+    At verify's default d = 100, 200 (23 s against 6 s here): drift 1.0 SE, finite-d 0.95× the tolerance, sup gap
+    0.012 on μ(S1 S1) — the O(κ) effect of SGD that the κ → 0 curve lacks is at the edge of what 8 seeds resolve;
+    at κ = 0.031 it was 1.6×, a disagree. Writes the JSON, the CSV and the figure."""
+    result = verify(solvable(), dims=(50, 100), steps=600, out=tmp_path, progress=False)
     assert result.verdict == "agree", result.message
     assert result.checks["drift"]["passed"] and result.checks["finite-d"]["passed"]
     data = json.loads((tmp_path / "verify.json").read_text())
@@ -262,10 +263,11 @@ UNTIED = {
 
 def test_the_untied_drift_is_checked_where_the_fast_phase_ends():
     """Before: the untied kind skipped the drift check. Now the initial matrices, each trainable mean
-    moved to m*(q), are its state: verify agrees (measured: drift worst 0.9 SE at 600 steps, finite-d
-    0.1× its tolerance). That the untied drift check also catches a mutation is
-    `test_the_untied_drift_check_catches_a_wrong_coefficient` (slow; the tied kind's is in the default suite)."""
-    result = verify(parse_config(UNTIED), seeds=(0, 1, 2), steps=600, progress=False)
+    moved to m*(q), are its state: verify agrees (measured at d = 50, 100: drift worst 1.0 SE at 600 steps, 0.24×
+    its tolerance, finite-d 0.14×; at d = 100, 200 0.19× and 0.10×, twice the time). That the untied drift check
+    also catches a mutation is `test_the_untied_drift_check_catches_a_wrong_coefficient` (slow; the tied kind's is in
+    the default suite)."""
+    result = verify(parse_config(UNTIED), dims=(50, 100), seeds=(0, 1, 2), steps=600, progress=False)
     assert result.checks["drift"]["passed"] is True, result.checks["drift"]["message"]
     assert result.verdict == "agree", result.message
 
