@@ -69,11 +69,11 @@ def scale_the_potential_gradient(monkeypatch, factor):
 
 def test_verify_catches_a_wrong_coefficient(monkeypatch):
     """Mutation: ∂Φ/∂Q1 and ∂Φ/∂Q2 scaled by 1.1 inside the theory (the SGD side never calls the
-    potential). The drift check sees it and names it first (measured at B = 256: at its default 2000 steps the
-    gap is 22 SE on μ(S1 S1), 3.6× the tolerance — it resolves a coefficient error of ≈ 3 %; at the 600 steps
-    run here 11 SE, 2.0× the tolerance)."""
+    potential). The drift check sees it and names it first (measured at B = 256: at its default 2000 steps and
+    d = 100, 200 the gap is 22 SE on μ(S1 S1), 3.6× the tolerance — it resolves a coefficient error of ≈ 3 %; at the
+    600 steps and d = 50, 100 run here 9.6 SE on μ(S1 S2), 1.95× the tolerance, in 5 s against 19 s)."""
     scale_the_potential_gradient(monkeypatch, 1.1)
-    result = verify(solvable(), steps=600, seeds=(0, 1, 2), progress=False)
+    result = verify(solvable(), dims=(50, 100), steps=600, seeds=(0, 1, 2), progress=False)
     assert result.verdict == "disagree" and result.message.startswith("drift:")
 
 
