@@ -6,7 +6,9 @@ matrix-model closure, n = 400, t ∈ [0, 5], three ways in the same run: Σ as t
 `diagonal_of` switched off), and the isotropic configuration of the same shape (Σ = I, teacher 1.2 I). Before, the
 dense Σ products — the Σ-weighted order parameters μ(Σ S Σ S) of degree 4–5 read at every step, and Σ X Σ in the
 velocity — cost O(n³) each: that is where the 6× of issue 46 went. Columns: seconds (best of 2), the ratio to the
-isotropic run. Run: ``python benchmarks/bench_sigma.py`` (part of ``make bench``; about a minute).
+isotropic run. All three as matrices (the flow engine's commuting path off: this case commutes, so by default its
+diagonals are integrated by BDF — the fourth row, `momentgen.commuting`). Run: ``python benchmarks/bench_sigma.py``
+(part of ``make bench``; about a minute).
 """
 
 import time
@@ -14,6 +16,7 @@ from unittest import mock
 
 from common import pick
 
+from momentgen import flow
 from momentgen.closures import solve_with_closure
 from momentgen.config import load_config
 from momentgen.models import base
@@ -23,11 +26,20 @@ TRUNCATION = {"closure": "matrix-model", "size": SIZE, "observables": ["S1", "S1
 HORIZON = pick({"T": 5.0}, {"T": 0.5, "points": 6})
 
 
-def seconds(config, dense=False):
-    """Best of two wall times of the closure (the first run also warms the kernels)."""
+def as_matrices(model, dense, source, read):
+    """The flow engine without its commuting path."""
+    return dense, None
+
+
+def seconds(config, dense=False, diagonals=False):
+    """Best of two wall times of the closure (the first run also warms the kernels); ``dense``: every product with Σ
+    dense; ``diagonals``: the commuting path on."""
     best = float("inf")
     for _ in range(2):
-        with mock.patch.object(base, "diagonal_of", (lambda matrix: None) if dense else base.diagonal_of):
+        with (
+            mock.patch.object(base, "diagonal_of", (lambda matrix: None) if dense else base.diagonal_of),
+            mock.patch.object(flow, "_diagonal_layout", flow._diagonal_layout if diagonals else as_matrices),
+        ):
             start = time.perf_counter()
             solve_with_closure(config)
             best = min(best, time.perf_counter() - start)
@@ -47,6 +59,7 @@ def main():
         "isotropic": seconds(isotropic),
         "power-law Σ, diagonal letter": seconds(sigma),
         "power-law Σ, dense products (before)": seconds(sigma, dense=True),
+        "power-law Σ, on its diagonals (BDF)": seconds(sigma, diagonals=True),
     }
     print(f"matrix-model closure, n = {SIZE}, scaling_law over t ∈ [0, {HORIZON['T']:g}] (same run)")
     for name, value in times.items():

@@ -77,14 +77,31 @@ def diagonal_state(matrices, read):
     """The `DiagonalState` in which every one of ``matrices`` (square, one size m) is diagonal, or None when they
     do not commute (or are not normal). ``read(words, letters)``: the caller's state functional — ``(1/d) Tr``
     (`momentgen.matrices.trace_moments`) or a state vector's (`momentgen.representation.vector_moments`); its
-    weights are its values on the projectors of the basis."""
+    weights are its values on the projectors of the basis. A state that does not commute is told apart in O(m²)
+    per pair (`_commute_on_a_vector`) before any O(m³) work."""
     matrices = [np.asarray(a, dtype=float) for a in matrices]
     m = matrices[0].shape[0]
-    if any(a.shape != (m, m) for a in matrices):
+    if any(a.shape != (m, m) for a in matrices) or not _commute_on_a_vector(matrices):
         return None
     # a generic combination of the symmetric parts splits every common eigenspace (fixed irrational-like weights)
     mixed = sum((0.5 + 1 / (3 + np.sqrt(2) * i)) * (a + a.T) for i, a in enumerate(matrices))
     _, basis = np.linalg.eigh(mixed)
-    weights = np.array([read([(0,)], [np.outer(q, q)])[0] for q in basis.T])
-    state = DiagonalState(basis, weights)
-    return state if all(state.holds(a) for a in matrices) else None
+    held = DiagonalState(basis, np.empty(m))
+    if not all(held.holds(a) for a in matrices):
+        return None
+    return DiagonalState(basis, np.array([read([(0,)], [np.outer(q, q)])[0] for q in basis.T]))
+
+
+def _commute_on_a_vector(matrices):
+    """Whether A B v = B A v for every pair of ``matrices`` and their transposes on one fixed random vector v (to
+    `OFF_DIAGONAL_TOL` of ‖A‖‖B‖‖v‖): necessary for one orthonormal basis to hold them all diagonally."""
+    v = np.random.default_rng(0).standard_normal(matrices[0].shape[0])
+    letters = [x for a in matrices for x in (a, a.T)]
+    images = [x @ v for x in letters]
+    norms = [np.abs(x).sum(axis=1).max() for x in letters]  # ‖·‖∞, a bound on the operator norm's size
+    for i, a in enumerate(letters):
+        for j in range(i + 1, len(letters)):
+            gap = np.abs(a @ images[j] - letters[j] @ images[i]).max(initial=0.0)
+            if gap > OFF_DIAGONAL_TOL * max(norms[i] * norms[j] * np.abs(v).max(), 1e-300):
+                return False
+    return True
