@@ -9,6 +9,8 @@ depends on the theory: SGD and the matrix flow use it, and so does the theory wh
 from finite matrices.
 """
 
+import collections
+import functools
 import zipfile
 import zlib
 
@@ -268,36 +270,69 @@ def _check_largest(shape, limit, path, name):
 def trace_moments(words, letters):
     """``(1/d) Tr(Z_1 ⋯ Z_w)`` for each word, as a float array of shape (len(words),).
 
-    ``words`` are tuples of letter codes, ``letters`` the (d, d) letter matrices in code
-    order. Words are visited in lexicographic order and keep a stack of prefix products,
-    so a shared prefix is multiplied once; memory is O(w d²). The last letter enters
-    through ``Tr(P Z) = Σ P ∘ Zᵀ`` without a product.
+    ``words`` are tuples of letter codes, ``letters`` the (d, d) letter matrices in code order. A diagonal letter
+    (`momentgen.models.base.diagonal_of`: Σ in its eigenbasis, an identity) multiplies by scaling, O(d²). Each word
+    is rotated (the trace is cyclic) and cut in two halves P, Q that each start at a dense letter and hold about
+    half of its dense letters: ``Tr(P Q) = Σ P ∘ Qᵀ`` costs O(d²), so a word with at most two dense letters costs no
+    O(d³) product and one with k costs k − 2; among the cuts, the one whose halves the call's other words share
+    most (`_trace_plan`, cached per word list), and every half is multiplied once per call.
     """
     d = letters[0].shape[0]
     diagonals = [models.base.diagonal_of(letter) for letter in letters]
-    order = sorted(range(len(words)), key=lambda i: tuple(words[i]))
+    plan = _trace_plan(tuple(map(tuple, words)), tuple(diagonal is None for diagonal in diagonals))
+    products = {}
+
+    def product(codes):
+        """``Z_1 ⋯ Z_n`` of a tuple of codes that starts with a dense letter (cached)."""
+        if codes not in products:
+            head = letters[codes[0]] if len(codes) == 1 else product(codes[:-1])
+            products[codes] = head if len(codes) == 1 else times_letter(head, letters[codes[-1]], diagonals[codes[-1]])
+        return products[codes]
+
     result = np.empty(len(words))
-    stack = []  # stack[j] = product of the first j + 1 letters of the previous word
-    previous = ()
-    for i in order:
-        word = tuple(words[i])
+    for i, (dense, first, second) in enumerate(plan):
+        if dense == 0:  # every letter diagonal: the product of the diagonals
+            result[i] = np.prod([diagonals[c] for c in first], axis=0).sum() / d
+        elif dense == 1:  # Tr(L D₁ D₂ ⋯) = Σ_j L_jj D₁(j) D₂(j) ⋯
+            tail = [diagonals[c] for c in first[1:]]
+            result[i] = np.sum(np.diagonal(letters[first[0]]) * (np.prod(tail, axis=0) if tail else 1.0)) / d
+        else:
+            result[i] = np.sum(product(first) * product(second).T) / d
+    return result
+
+
+@functools.lru_cache(maxsize=64)
+def _trace_plan(words, dense_letters):
+    """For each word: (its number of dense letters, P, Q) — the halves of `trace_moments` (for fewer than two dense
+    letters: (0 or 1, the word rotated to start at its dense letter, ())). ``dense_letters[c]``: whether letter c is
+    dense. Among the rotations that start at a dense letter, the cut whose halves with two or more dense letters are
+    most frequent over all words' candidates is chosen, so that the call multiplies shared halves once."""
+    candidates = []
+    for word in words:
         if not word:
             raise WordError("empty word: a trace moment needs at least one letter")
-        shared = 0
-        while shared < min(len(word), len(previous), len(stack)) and word[shared] == previous[shared]:
-            shared += 1
-        del stack[min(shared, len(word) - 1) :]
-        for c in word[len(stack) : len(word) - 1]:
-            stack.append(letters[c] if not stack else times_letter(stack[-1], letters[c], diagonals[c]))
-        last, diagonal = letters[word[-1]], diagonals[word[-1]]
-        if len(word) == 1:
-            result[i] = np.trace(last) / d
-        elif diagonal is not None:  # Tr(P D) = Σ P_ii D_ii
-            result[i] = np.dot(np.diagonal(stack[-1]), diagonal) / d
-        else:
-            result[i] = np.sum(stack[-1] * last.T) / d
-        previous = word
-    return result
+        dense = [j for j, c in enumerate(word) if dense_letters[c]]
+        if len(dense) < 2:
+            start = dense[0] if dense else 0
+            candidates.append((len(dense), [(word[start:] + word[:start], ())]))
+            continue
+        k, cuts = len(dense), []
+        for a in range(k):
+            rotated = word[dense[a] :] + word[: dense[a]]
+            cut = (dense[(a + (k + 1) // 2) % k] - dense[a]) % len(word)
+            cuts.append((rotated[:cut], rotated[cut:]))
+        candidates.append((k, cuts))
+    halves = (half for k, cuts in candidates if k >= 2 for cut in set(cuts) for half in cut)
+    frequency = collections.Counter(half for half in halves if _dense_count(half, dense_letters) >= 2)
+
+    def shared(cut):
+        return sum(frequency[half] for half in cut if _dense_count(half, dense_letters) >= 2)
+
+    return tuple((k, *max(cuts, key=shared)) for k, cuts in candidates)
+
+
+def _dense_count(codes, dense_letters):
+    return sum(dense_letters[c] for c in codes)
 
 
 def times_letter(P, letter, diagonal=None):
