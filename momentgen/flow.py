@@ -119,11 +119,11 @@ class _Layout:
         return _Layout(self.model, factors, state.diagonal(self.sigma[0]) if self.sigma else None, fixed)
 
 
-def _velocity(model, layout, source, read, state, t=0.0):
-    """The packed factor velocity of ``layout``'s state at time ``t``: a function of the packed vector."""
+def _velocity(model, layout, source, read):
+    """The packed factor velocity of ``layout``'s state: a function of (packed vector, time t, the run's state)."""
     definition, words = model.definition, list(source.words)
 
-    def velocity(vector):
+    def velocity(vector, t, state):
         current = layout.unpack(vector)
         letters = layout.letters(current)
         coefficients = source.coefficients(read(words, letters), t=t, state=state)
@@ -143,9 +143,9 @@ def _diagonal_layout(model, dense, source, read):
     if state is None or not all(state.holds(p) for k in dense.trainable for p in dense.parts(k)):
         return dense, None
     held = dense.held_by(state)
-    exact = _velocity(model, dense, source, read, source.state)(dense.pack(dense.factors))
+    exact = _velocity(model, dense, source, read)(dense.pack(dense.factors), 0.0, source.state)
     try:
-        on_diagonals = _velocity(model, held, source, state.moments, source.state)(held.pack(held.factors))
+        on_diagonals = _velocity(model, held, source, state.moments)(held.pack(held.factors), 0.0, source.state)
     except (ValueError, TypeError, IndexError):  # an operation a matrix held by its diagonal does not have
         return dense, None
     if on_diagonals.shape != (held.size,):
@@ -191,10 +191,10 @@ def run(
     method = "BDF" if state is not None and layout.size <= DENSE_JACOBIAN_MAX else "DOP853"
     if method == "BDF":  # its global error is ~10× its rtol (solvable case: 9e-9 at 1e-9, 2.4e-9 = DOP853's at 1e-11)
         rtol, atol = rtol / BDF_TIGHTER, atol / BDF_TIGHTER
-    current = [source.state]
+    current, evaluate = [source.state], _velocity(model, layout, source, reader)
 
     def velocity(t, vector):
-        return _velocity(model, layout, source, reader, current[0], t)(vector)
+        return evaluate(vector, t, current[0])
 
     def advance(t, vector):
         current[0] = source.advanced(reader(list(source.words), layout.letters(layout.unpack(vector))), current[0])
