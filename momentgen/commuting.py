@@ -9,7 +9,7 @@ elementwise, it is its own transpose), so the kinds' own velocity code runs on m
 
 The flow engine (`momentgen.flow.run`) uses this to integrate such a state with a stiff solver: once a direction has
 converged its rate (4λ²s* for the tied mse flow) bounds an explicit solver's step for the rest of a long horizon,
-while LSODA's implicit steps grow with the time scale of what is still moving (a power-law tail: about as t).
+while BDF's implicit steps grow with the time scale of what is still moving (a power-law tail: about as t).
 """
 
 from dataclasses import dataclass

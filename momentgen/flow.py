@@ -136,11 +136,8 @@ def _diagonal_layout(model, dense, source, read):
     """(the layout held by its diagonals, the `DiagonalState`) when every matrix of ``dense`` is diagonal in one
     basis and the kind's velocity, evaluated on the diagonals, is the dense one at the start (to 1e-9 of its
     size: a velocity that is not a matrix expression of the letters fails it); else (``dense``, None)."""
-    matrices = dense.commuting_matrices()
-    if any(np.ndim(a) != 2 or a.shape[0] != a.shape[1] for a in matrices):
-        return dense, None
-    state = diagonal_state(matrices, read)
-    if state is None or not all(state.holds(p) for k in dense.trainable for p in dense.parts(k)):
+    state = diagonal_state(dense.commuting_matrices(), read)  # None unless all are square and diagonal in one basis
+    if state is None:
         return dense, None
     held = dense.held_by(state)
     exact = _velocity(model, dense, source, read)(dense.pack(dense.factors), 0.0, source.state)
