@@ -10,7 +10,7 @@ Cases (``--cases``, default all three):
   softmax, L = 2), t ∈ [0, 1] (reference seeds 48/64/24: a flow at d = 800 costs ~35 s).
 
 Reference: the finite-d slow matrix flow (the matrix-model closure run on Gaussian matrices of
-size d: `momentgen.comparison.theory_task`) at d = 200, 400, 800 with several seeds, fitted as
+size d: `momentgen.evidence.comparison.theory_task`) at d = 200, 400, 800 with several seeds, fitted as
 ``y = f∞ + a/d + β·(x₀ − μ₀)`` by least squares (``--quadratic``: + b/d²), where ``x₀`` are each
 run's initial values of every reported word and ``μ₀`` their exact d = ∞ values (control variates:
 the part of a run's deviation explained by its own initial fluctuation is removed; on untied h1
@@ -22,7 +22,7 @@ hash, d and seed), so a second run costs only the closures.
 Methods: the quadrature closure at order n (its whole solve, legs included), the Richardson
 combination ``2 q_n − q_{n−1}`` of two orders (cost: both solves), the matrix-model closure
 at size n (one Haar draw, its n/2 leg included), and its ensemble of S draws with control
-variates (``n×S``; `momentgen.ensemble`, two processes, the n/2 ensemble included); for tied K = 4
+variates (``n×S``; `momentgen.dynamics.ensemble`, two processes, the n/2 ensemble included); for tied K = 4
 also the baseline *before* the pair-of-heads grouping of Φ (`common.row_by_row`: the quadrature
 closure with Φ integrated row by row, 4-D, timed in the same run), for untied h2 with a mean one
 draw with the factors shifted to the mean as before they were centred (`common.shifted_law_factors`;
@@ -43,14 +43,14 @@ import time
 import numpy as np
 from common import SMOKE, pick, row_by_row, shifted_law_factors
 
-from momentgen import figures
-from momentgen.closures import solve_with_closure
-from momentgen.comparison import run_tasks, theory_task
-from momentgen.config import load_config
-from momentgen.ensemble import usable_controls
-from momentgen.files import PAPER_FORMATS, write_csv
-from momentgen.initial import exact_moments
-from momentgen.words import parse
+from momentgen.compiler.initial import exact_moments
+from momentgen.core import figures
+from momentgen.core.files import PAPER_FORMATS, write_csv
+from momentgen.dynamics.closures import solve_with_closure
+from momentgen.dynamics.ensemble import usable_controls
+from momentgen.evidence.comparison import run_tasks, theory_task
+from momentgen.models.words import parse
+from momentgen.setting.config import load_config
 
 UNTIED_WORDS = ["M1 M2^T", "M1 M2", "M1 M1^T"]
 UNTIED = dict(  # what both untied cases run and aim at

@@ -21,12 +21,12 @@ import pathlib
 import numpy as np
 from common import QUICK, pick, timed
 
-from momentgen.closures import solve_with_closure
-from momentgen.config import load_config, parse_config
-from momentgen.oracles import riccati_tied_moments, solvable_tied_moments
-from momentgen.potential import Potential
+from momentgen.compiler.potential import Potential
+from momentgen.compiler.truncation import CoefficientSource
+from momentgen.dynamics.closures import solve_with_closure
+from momentgen.evidence.oracles import riccati_tied_moments, solvable_tied_moments
 from momentgen.reference import initial_factors, matrix_flow
-from momentgen.truncation import CoefficientSource
+from momentgen.setting.config import load_config, parse_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 WORDS = ("S1", "S1 S1", "S1 S2")

@@ -2,9 +2,9 @@
 
 MATH.md §12's case: tied, mse(h1), a square Wishart student of scale 0.8 against a teacher 1.5 I, t ∈ [0, 5]
 (exact risk 2.3 → 1.1e-6, each Marchenko–Pastur eigenvalue on its logistic flow, integrated by adaptive
-quadrature — `momentgen.oracles.solvable_tied_risk`). The quadrature closure at degrees 13 and 25 in the same run
+quadrature — `evidence.oracles.solvable_tied_risk`). The quadrature closure at degrees 13 and 25 in the same run
 twice: the plain Gauss / Gauss–Radau / n − 1 legs (the baseline, forced by switching `layered_index` off)
-and the edge-adapted rule of `momentgen.edge`. Columns: the risk's relative error at t = 0.5 / 1 / 1.5 / 2
+and the edge-adapted rule of `momentgen.laws.edge`. Columns: the risk's relative error at t = 0.5 / 1 / 1.5 / 2
 / 3 / 5, its largest relative estimate, ``risk_valid_until``, seconds, and the cost ratio layer/baseline.
 Run: ``python benchmarks/bench_edge.py`` (part of ``make bench``; a few seconds).
 """
@@ -14,10 +14,10 @@ from unittest import mock
 import numpy as np
 from common import pick, timed
 
-from momentgen import closures
-from momentgen.api import solve
-from momentgen.config import parse_config
-from momentgen.oracles import solvable_tied_risk
+from momentgen.dynamics import closures
+from momentgen.evidence.oracles import solvable_tied_risk
+from momentgen.interface.api import solve
+from momentgen.setting.config import parse_config
 
 #: MATH.md §12's hard-edge case (tests/test_risk.py's HARD_EDGE at the quadrature closure).
 HARD_EDGE = {

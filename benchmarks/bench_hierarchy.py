@@ -16,8 +16,8 @@ import tracemalloc
 import sympy
 from common import pick, timed
 
-from momentgen.hierarchy import Model, build, coefficient_symbols, estimate
-from momentgen.words import canonical_codes, enumerate_words, parse
+from momentgen.compiler.hierarchy import Model, build, coefficient_symbols, estimate
+from momentgen.models.words import canonical_codes, enumerate_words, parse
 
 BUDGET_S = 5.0
 

@@ -3,8 +3,8 @@
 The shipped `scaling_law` configuration (tied, mse(h1), power-law Σ with a = 1, student 0.5 I, teacher 1.2 Σ^{1/2};
 the quadrature closure with Σ's edge layer) on a log-spaced output grid (``[integrate] grid = "log"``, 41 points) to
 T = 10, 100 and 1000 in the same run, and the risk at T against the exact commuting solution
-(`momentgen.oracles.aligned_tied_average`). Every matrix of this state is diagonal in Σ's eigenbasis: the flow engine
-integrates the diagonals by BDF (`momentgen.commuting`), whose implicit steps grow with the time scale of what still
+(`evidence.oracles.aligned_tied_average`). Every matrix of this state is diagonal in Σ's eigenbasis: the flow engine
+integrates the diagonals by BDF (`laws.commuting`), whose implicit steps grow with the time scale of what still
 moves. The baseline, measured in the same run: the same solve to T = 10 as matrices by DOP853 (the engine without
 its commuting path), whose explicit steps stay bounded by the converged directions' rates 4λ²s* — its cost grew
 about linearly in T (T = 100 was 5.6× T = 10). Run: ``python benchmarks/bench_horizon.py`` (part of ``make bench``;
@@ -17,10 +17,10 @@ from unittest import mock
 import numpy as np
 from common import pick
 
-from momentgen import flow
-from momentgen.closures import solve_with_closure
-from momentgen.config import load_config
-from momentgen.oracles import aligned_tied_average
+from momentgen.dynamics.closures import solve_with_closure
+from momentgen.evidence.oracles import aligned_tied_average
+from momentgen.setting import flow
+from momentgen.setting.config import load_config
 
 HORIZONS = pick((10.0, 100.0, 1000.0), (0.05, 0.1))
 

@@ -21,8 +21,8 @@ import numpy as np
 import sympy
 from common import best, paired, pick, row_by_row
 
-from momentgen.losses import builtin
-from momentgen.potential import Potential
+from momentgen.compiler.potential import Potential
+from momentgen.setting.losses import builtin
 
 BUDGET_MS = 5.0
 Q = np.array([[1.2, 0.4], [0.4, 0.9]])

@@ -13,8 +13,8 @@ import time
 
 from common import pick
 
-from momentgen.closures import solve_with_closure
-from momentgen.config import load_config
+from momentgen.dynamics.closures import solve_with_closure
+from momentgen.setting.config import load_config
 
 HORIZONS = {"softmax, L = 2": pick(1.0, 0.1), "mse(h1), scale 0.8": pick(3.0, 0.1)}
 

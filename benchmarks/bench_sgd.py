@@ -20,10 +20,10 @@ import time
 import numpy as np
 from common import best, pick
 
-from momentgen.closures import solve_with_closure
-from momentgen.config import load_config
-from momentgen.matrices import sample_factors
+from momentgen.dynamics.closures import solve_with_closure
 from momentgen.reference import SGDRun, simulate_config
+from momentgen.setting.config import load_config
+from momentgen.setting.matrices import sample_factors
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -7,12 +7,12 @@ matrix-model closure, n = 400, t ∈ [0, 5], three ways in the same run: Σ as t
 dense Σ products — the Σ-weighted order parameters μ(Σ S Σ S) of degree 4–5 read at every step, and Σ X Σ in the
 velocity — cost O(n³) each: that is where the 6× of issue 46 went. Columns: seconds (best of 2), the ratio to the
 isotropic run. All three as matrices (the flow engine's commuting path off: this case commutes, so by default its
-diagonals are integrated by BDF — the fourth row, `momentgen.commuting`). Run: ``python benchmarks/bench_sigma.py``
+diagonals are integrated by BDF — the fourth row, `momentgen.laws.commuting`). Run: ``python benchmarks/bench_sigma.py``
 (part of ``make bench``; about two minutes).
 
 Second: the untied matrix model at n = 200 (student N(0, 0.25/d), teacher with mean 1; power-law Σ with a = 0.5)
 over τ ∈ [0, 1], against its isotropic twin — issue 46 asked for it within 20 s (it took 74 s). Its 90 order
-parameters are words of up to five letters, three of them dense: `momentgen.matrices.trace_moments` cuts each word
+parameters are words of up to five letters, three of them dense: `setting.matrices.trace_moments` cuts each word
 where its halves are shared by the others (28 products of d³ a call became 14; 32 s before).
 """
 
@@ -21,10 +21,10 @@ from unittest import mock
 
 from common import pick
 
-from momentgen import flow
-from momentgen.closures import solve_with_closure
-from momentgen.config import load_config, parse_config
+from momentgen.dynamics.closures import solve_with_closure
 from momentgen.models import base
+from momentgen.setting import flow
+from momentgen.setting.config import load_config, parse_config
 
 SIZE = pick(400, 40)
 TRUNCATION = {"closure": "matrix-model", "size": SIZE, "observables": ["S1", "S1 S1", "S1 S2"]}

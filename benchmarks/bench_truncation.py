@@ -24,12 +24,12 @@ import numpy as np
 import scipy.sparse
 from common import best, paired, pick
 
-from momentgen._kernel import NO_NOISE, segment_rows
-from momentgen.closures import solve_with_closure
-from momentgen.config import load_config, parse_config
-from momentgen.emit import write_module
-from momentgen.hierarchy import Model, build
-from momentgen.truncation import apply_program, from_config
+from momentgen.compiler.emit import write_module
+from momentgen.compiler.hierarchy import Model, build
+from momentgen.compiler.kernel import NO_NOISE, segment_rows
+from momentgen.compiler.truncation import apply_program, from_config
+from momentgen.dynamics.closures import solve_with_closure
+from momentgen.setting.config import load_config, parse_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -76,7 +76,8 @@ def import_times():
                 "MOMENTGEN_CACHE": str(pathlib.Path(tmp) / "kernels"),
             }
             code = (
-                "import time; s = time.perf_counter(); import numpy, scipy.sparse, sympy, numba, momentgen.emit;"
+                "import time; s = time.perf_counter(); import numpy, scipy.sparse, sympy, numba;"
+                "import momentgen.compiler.emit;"
                 "t = time.perf_counter(); import importlib.util as u;"
                 f"spec = u.spec_from_file_location('system', {str(module)!r}); m = u.module_from_spec(spec);"
                 "spec.loader.exec_module(m); y = m.initial_state(); m.rhs(0.0, y);"

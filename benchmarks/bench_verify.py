@@ -15,8 +15,8 @@ import time
 
 from common import pick
 
-from momentgen.config import parse_config
-from momentgen.verification import verify
+from momentgen.evidence.verification import verify
+from momentgen.setting.config import parse_config
 
 CASE = {
     "model": {"kind": "tied", "K": 2, "trainable": [1]},

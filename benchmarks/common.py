@@ -14,8 +14,8 @@ import sympy
 from threadpoolctl import threadpool_limits
 
 from momentgen import models
+from momentgen.compiler.potential import quadrature
 from momentgen.models.untied import shift_to_mean
-from momentgen.potential import quadrature
 
 # One BLAS thread per process: up to 16× faster than two on the shared 2-core machines.
 # (threadpoolctl acts on already-loaded libraries, so the import order does not matter.)

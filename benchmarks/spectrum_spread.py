@@ -10,8 +10,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 import momentgen as mg  # noqa: E402
-from momentgen.evolution import _sgd_eigenvalues  # noqa: E402
-from momentgen.spectra import spectral_product  # noqa: E402
+from momentgen.evidence.evolution import _sgd_eigenvalues  # noqa: E402
+from momentgen.setting.spectra import spectral_product  # noqa: E402
 
 
 def main():

@@ -23,11 +23,11 @@ import pathlib
 
 import numpy as np
 
-from momentgen import figures
-from momentgen.closures import solve_with_closure
-from momentgen.comparison import compare
-from momentgen.config import load_config
-from momentgen.files import PAPER_FORMATS
+from momentgen.core import figures
+from momentgen.core.files import PAPER_FORMATS
+from momentgen.dynamics.closures import solve_with_closure
+from momentgen.evidence.comparison import compare
+from momentgen.setting.config import load_config
 
 CONFIG = pathlib.Path(__file__).with_name("configs") / "fig1_tied_softmax.toml"
 QUADRATURE_DEGREE = 13  # order n = 6

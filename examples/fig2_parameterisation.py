@@ -3,7 +3,7 @@
 Left: tied, h1 / h2 / h3, small student (N(0, 0.05/d)) and teacher N(0, 0.5/d)
 (`examples/configs/fig2_tied_h2.toml` with the activation set): the centred overlap
 p12 = q12 − t1 t2 leaves 0 on the O(1) time scale t = 4nη/d — the exact d = ∞ curve
-(Riccati equation + free subordination, `momentgen.oracles.riccati_tied_moments`), the
+(Riccati equation + free subordination, `momentgen.evidence.oracles.riccati_tied_moments`), the
 quadrature closure (n = 6) and the zero closure (M = 10, drawn solid only inside its
 validity window) against online SGD; for h2 also the matrix-model closure (n = 200).
 Right: direct S, h2 (`examples/configs/fig2_direct_h2.toml`): Σ12 = 0 is invariant at d = ∞
@@ -21,18 +21,18 @@ import pathlib
 
 import numpy as np
 
-from momentgen import figures
-from momentgen.closures import solve_with_closure
-from momentgen.comparison import run_tasks, sgd_task
-from momentgen.config import load_config
-from momentgen.files import PAPER_FORMATS
-from momentgen.hierarchy import build
-from momentgen.initial import empirical_moments
-from momentgen.integrate import solve
-from momentgen.oracles import riccati_tied_moments
-from momentgen.potential import Potential
+from momentgen.compiler.hierarchy import build
+from momentgen.compiler.initial import empirical_moments
+from momentgen.compiler.potential import Potential
+from momentgen.compiler.truncation import Truncation
+from momentgen.core import figures
+from momentgen.core.files import PAPER_FORMATS
+from momentgen.dynamics.closures import solve_with_closure
+from momentgen.dynamics.integrate import solve
+from momentgen.evidence.comparison import run_tasks, sgd_task
+from momentgen.evidence.oracles import riccati_tied_moments
 from momentgen.reference import initial_factors
-from momentgen.truncation import Truncation
+from momentgen.setting.config import load_config
 
 CONFIGS = pathlib.Path(__file__).with_name("configs")
 THRESHOLD = 0.1

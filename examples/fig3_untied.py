@@ -20,11 +20,11 @@ import pathlib
 
 import numpy as np
 
-from momentgen import figures
-from momentgen.closures import solve_with_closure
-from momentgen.comparison import run_tasks, sgd_task
-from momentgen.config import load_config
-from momentgen.files import PAPER_FORMATS, write_csv
+from momentgen.core import figures
+from momentgen.core.files import PAPER_FORMATS, write_csv
+from momentgen.dynamics.closures import solve_with_closure
+from momentgen.evidence.comparison import run_tasks, sgd_task
+from momentgen.setting.config import load_config
 
 CONFIG = pathlib.Path(__file__).with_name("configs") / "fig3_untied_h1.toml"
 ACTIVATIONS = ("h1", "h2", "h3")

@@ -20,14 +20,14 @@ import pathlib
 
 import numpy as np
 
-from momentgen import figures
-from momentgen.closures import solve_with_closure
-from momentgen.config import load_config
-from momentgen.files import PAPER_FORMATS, write_series_csv
-from momentgen.integrate import solve, validity_horizon
-from momentgen.oracles import solvable_tied_moments
+from momentgen.compiler.truncation import from_config
+from momentgen.core import figures
+from momentgen.core.files import PAPER_FORMATS, write_series_csv
+from momentgen.dynamics.closures import solve_with_closure
+from momentgen.dynamics.integrate import solve, validity_horizon
+from momentgen.evidence.oracles import solvable_tied_moments
 from momentgen.reference import simulate_config
-from momentgen.truncation import from_config
+from momentgen.setting.config import load_config
 
 CONFIG = pathlib.Path(__file__).with_name("configs") / "fig4_linear.toml"
 DEGREES = (2, 4, 6, 8, 10, 12)

@@ -19,10 +19,10 @@ import pathlib
 
 import numpy as np
 
-from momentgen import figures
-from momentgen.comparison import run_tasks, sgd_task, theory_task
-from momentgen.config import load_config
-from momentgen.files import PAPER_FORMATS, write_csv
+from momentgen.core import figures
+from momentgen.core.files import PAPER_FORMATS, write_csv
+from momentgen.evidence.comparison import run_tasks, sgd_task, theory_task
+from momentgen.setting.config import load_config
 
 CONFIGS = pathlib.Path(__file__).with_name("configs")
 CASES = {  # config, horizon, the observable drawn

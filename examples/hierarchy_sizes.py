@@ -15,8 +15,8 @@ import time
 
 from matplotlib.figure import Figure
 
-from momentgen.files import PAPER_FORMATS, save_figure
-from momentgen.hierarchy import Model, build
+from momentgen.compiler.hierarchy import Model, build
+from momentgen.core.files import PAPER_FORMATS, save_figure
 
 CASES = {
     "tied": (Model("tied", 2, [1]), ["S1 S2"], range(2, 17)),

@@ -19,8 +19,8 @@ import pathlib
 import numpy as np
 
 import momentgen as mg
-from momentgen import figures
-from momentgen.files import PAPER_FORMATS, write_series_csv
+from momentgen.core import figures
+from momentgen.core.files import PAPER_FORMATS, write_series_csv
 
 WORDS = ("S1 S3", "S2 S4", "S1 S4", "S1 S1", "S1 S2")
 SAME = 1e-6  # two theory curves closer than this (the integration tolerance is 1e-9 relative) are one curve

@@ -1,6 +1,6 @@
 """Draw the committed figures again from their numbers, with the current figure code.
 
-Each figure in ``docs/figures`` has a JSON sidecar (`momentgen.figures.save`) holding its numbers, the
+Each figure in ``docs/figures`` has a JSON sidecar (`momentgen.core.figures.save`) holding its numbers, the
 provenance of the run that measured them, and the function that draws it (``drawn_by``). This redraws every
 PNG given (default: all of ``docs/figures``) from its JSON — no computation is repeated — and records in the
 JSON the commit it was drawn at (``drawn_at``) and its layout checks. Copy a fresh example output into
@@ -13,9 +13,9 @@ import json
 import pathlib
 import sys
 
-from momentgen import figures
-from momentgen.errors import MomentgenError
-from momentgen.files import provenance, save_figure, write_json
+from momentgen.core import figures
+from momentgen.core.errors import MomentgenError
+from momentgen.core.files import provenance, save_figure, write_json
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

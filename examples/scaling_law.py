@@ -6,7 +6,7 @@ is learned at the rate 4λ^{2+b}c: the many small directions of a large exponent
 falls towards a power of the samples. For a = 0.5, 1, 2: the theory (the quadrature closure with Σ's edge-adapted
 rule, degree 7, words vouched for to 5e-3) and online SGD at d = 50 and 100 (η = 0.0025, B = 64, κ = ηd/B ≤ 0.004),
 the risk on fresh samples, and its *local slope* d log risk / d log t (the derived column ``risk_slope``). A slope is
-an exponent only once it has settled (`momentgen.risk.settled_slope`: flat to 0.05 over the last decade of t); on
+an exponent only once it has settled (`dynamics.risk.settled_slope`: flat to 0.05 over the last decade of t); on
 t ≤ 5 none has — the exact local slope of this commuting case still moves for decades (for a = 0.5 it is −3.1 at
 t ≈ 3, −0.8 at t ≈ 30 and −1.7 at t = 10⁴), so the slope at the horizon is reported as what it is.
 
@@ -27,11 +27,11 @@ import pathlib
 import matplotlib.ticker
 import numpy as np
 
-from momentgen import figures
-from momentgen.comparison import run_tasks, sgd_task, theory_task
-from momentgen.config import load_config
-from momentgen.files import PAPER_FORMATS, write_csv
-from momentgen.risk import local_slope, settled_slope
+from momentgen.core import figures
+from momentgen.core.files import PAPER_FORMATS, write_csv
+from momentgen.dynamics.risk import local_slope, settled_slope
+from momentgen.evidence.comparison import run_tasks, sgd_task, theory_task
+from momentgen.setting.config import load_config
 
 CONFIG = pathlib.Path(__file__).with_name("configs") / "scaling_law.toml"
 EXPONENTS = (0.5, 1.0, 2.0)
@@ -45,7 +45,7 @@ def listed(values):
 
 def end_slope(t, risk):
     """The mean slope of log risk against log t over the last factor 2 of t, [T/2, T] (least squares: SGD's mean risk
-    is noisy point to point) — a slope at the horizon, not an exponent (`momentgen.risk.settled_slope`); None where
+    is noisy point to point) — a slope at the horizon, not an exponent (`dynamics.risk.settled_slope`); None where
     the risk is not positive."""
     t, risk = np.asarray(t, float), np.asarray(risk, float)
     keep = (t >= t[-1] / 2) & (risk > 0)

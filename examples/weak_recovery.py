@@ -15,12 +15,12 @@ import pathlib
 
 import numpy as np
 
-from momentgen import figures
-from momentgen.files import PAPER_FORMATS
-from momentgen.hierarchy import Model
-from momentgen.initial import InitSpec
-from momentgen.losses import builtin
+from momentgen.compiler.hierarchy import Model
+from momentgen.compiler.initial import InitSpec
+from momentgen.core import figures
+from momentgen.core.files import PAPER_FORMATS
 from momentgen.reference import sgd
+from momentgen.setting.losses import builtin
 
 MODEL = Model("tied", 2, [1])
 LOSS = builtin("mse", L=1, K=2, activation="h1")

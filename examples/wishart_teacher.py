@@ -22,11 +22,11 @@ import time
 
 import numpy as np
 
-from momentgen import figures
-from momentgen.api import simulate
-from momentgen.closures import solve_with_closure
-from momentgen.config import load_config
-from momentgen.files import PAPER_FORMATS, write_csv
+from momentgen.core import figures
+from momentgen.core.files import PAPER_FORMATS, write_csv
+from momentgen.dynamics.closures import solve_with_closure
+from momentgen.interface.api import simulate
+from momentgen.setting.config import load_config
 
 CONFIG = pathlib.Path(__file__).with_name("configs") / "wishart_teacher.toml"
 CLOSURES = {"riccati": {}, "quadrature": {"degree": 13}, "matrix-model": {"size": 400}}

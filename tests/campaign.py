@@ -1,7 +1,7 @@
 """The randomized `verify` campaign: configurations drawn with a fixed seed across kinds, L, K, token
 covariances, width ratios, initial laws (identity, from-file, means), losses and weight decay.
 
-``python -m tests.campaign --out out/campaign`` (``make verify-campaign``) runs `momentgen.verification` on
+``python -m tests.campaign --out out/campaign`` (``make verify-campaign``) runs `momentgen.evidence.verification` on
 each and writes the table (config → verdict → worst leg) as JSON and Markdown;
 ``tests/test_campaign.py`` (marker ``slow``) asserts the verdicts.
 """
@@ -15,9 +15,9 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from momentgen.config import parse_config
-from momentgen.matrices import initial_factors
-from momentgen.verification import verify
+from momentgen.evidence.verification import verify
+from momentgen.setting.config import parse_config
+from momentgen.setting.matrices import initial_factors
 
 SEED = 20261203
 COUNT = 16

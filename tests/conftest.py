@@ -17,7 +17,7 @@ def rng():
 
 
 def random_factors(kind, K, d, rng):
-    """Random finite-d factors with the model's structure (layout of momentgen.matrices).
+    """Random finite-d factors with the model's structure (layout of momentgen.setting.matrices).
 
     Widths d_k alternate between d and d - 2 so that rectangular factors are covered;
     entries N(0, 1/d) keep operator norms O(1).

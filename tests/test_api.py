@@ -1,4 +1,4 @@
-"""The notebook API (`momentgen.api`), exports (CSV, provenance, LaTeX) and the small commands."""
+"""The notebook API (`momentgen.interface.api`), exports (CSV, provenance, LaTeX) and the small commands."""
 
 import json
 import pathlib
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import momentgen as mg
-from momentgen.cli import main
-from momentgen.config import ConfigError
-from momentgen.figures import layout_problems
+from momentgen.core.figures import layout_problems
+from momentgen.interface.cli import main
+from momentgen.setting.config import ConfigError
 
 SMALL = {
     "model": {"kind": "tied", "K": 2, "trainable": [1]},
@@ -158,7 +158,7 @@ def test_the_layout_checker_sees_a_legend_over_error_bars_and_bar_bodies():
     """Issue 45: schedules.png's legend covered constant-rate error bars and verify.png's a bar's body, and
     `layout_problems` passed both (it counted only markers and the tops of bars). Constructed: an error bar whose
     marker is clear of the legend but whose upper half lies under it, and a bar whose body (not its top) does."""
-    from momentgen.figures import new_figure
+    from momentgen.core.figures import new_figure
 
     figure, axes = new_figure(2)
     ax = axes[0]
@@ -186,7 +186,7 @@ def test_where_no_closure_is_named_the_one_that_vouches_runs():
 
 
 def test_papercuts_of_the_first_hour():
-    """Issue 45's papercuts: `momentgen.examples.names()` without importing the submodule; `plot(words="risk")` is
+    """Issue 45's papercuts: `setting.examples.names()` without importing the submodule; `plot(words="risk")` is
     one column (it was read letter by letter: "no column 'r'"); `q11`/`q12` name the order parameters the figures
     label; a sweep over sgd.schedule says that the configuration's warm-up reaches every arm."""
     import subprocess
@@ -223,7 +223,7 @@ def test_a_long_integration_prints_a_status_line(monkeypatch, capsys):
     """Issue 45: a 353 s solve printed nothing. The stepping loop writes one status line on stderr every
     `STATUS_EVERY` seconds (here made 0: every step), with the time reached and the horizon; a short run at the
     default prints none."""
-    from momentgen import stepper
+    from momentgen.core import stepper
 
     config = mg.load_config("fig4_linear", integrate={"T": 0.01, "points": 3})
     mg.solve(config, closure="zero", degree=4)
@@ -239,7 +239,7 @@ def test_results_as_labelled_arrays_round_trip_through_netcdf(tmp_path):
     parameter as a dimension; a notebook shows a Result, a Verification and a Comparison as short HTML, escaped."""
     import xarray
 
-    from momentgen.verification import Verification
+    from momentgen.evidence.verification import Verification
 
     result = mg.solve("fig4_linear", closure="quadrature", degree=5, integrate={"T": 0.02, "points": 5})
     dataset = result.to_xarray()
@@ -265,7 +265,7 @@ def test_comparison_html_and_a_missing_xarray(monkeypatch):
     one-line error saying how to install it."""
     import sys
 
-    from momentgen.api import Comparison
+    from momentgen.interface.api import Comparison
 
     rows = [{"observable": "S1", "comparison": c, "theory": "M=4", "d": 100, "sup_error": e}
             for c, e in (("flow-sgd", 0.3), ("theory-sgd", 0.25))]  # fmt: skip

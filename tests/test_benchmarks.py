@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from momentgen.results import DICT_STYLE_DEPRECATED
+from momentgen.dynamics.results import DICT_STYLE_DEPRECATED
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BENCHMARKS = sorted(p.name for p in (ROOT / "benchmarks").glob("bench_*.py"))

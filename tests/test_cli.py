@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from momentgen.cli import main
+from momentgen.interface.cli import main
 
 
 def test_hierarchy_command_prints_diagnostics(capsys):

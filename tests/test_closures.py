@@ -5,14 +5,14 @@ import json
 import numpy as np
 import pytest
 
-from momentgen import config
-from momentgen.cli import main
-from momentgen.closures import CLOSURES, solve_with_closure
-from momentgen.config import parse_config
-from momentgen.errors import ModelError
-from momentgen.hierarchy import Model, build
-from momentgen.initial import InitSpec, empirical_moments, exact_moments, free_poisson_quantiles, law_factors
-from momentgen.oracles import marchenko_pastur_rule, solvable_tied_moments
+from momentgen.compiler.hierarchy import Model, build
+from momentgen.compiler.initial import InitSpec, empirical_moments, exact_moments, free_poisson_quantiles, law_factors
+from momentgen.core.errors import ModelError
+from momentgen.dynamics.closures import CLOSURES, solve_with_closure
+from momentgen.evidence.oracles import marchenko_pastur_rule, solvable_tied_moments
+from momentgen.interface.cli import main
+from momentgen.setting import config
+from momentgen.setting.config import parse_config
 
 SOLVABLE = {
     "model": {"kind": "tied", "K": 2, "trainable": [1]},
@@ -127,7 +127,7 @@ def test_solve_command_takes_a_closure(tmp_path):
 def test_a_horizon_exceeded_at_the_start_is_zero():
     """valid_until is 0 when the two resolutions already differ by more than the tolerance at
     t = 0 (e.g. a small matrix model against half its size), never the end of the run."""
-    from momentgen.integrate import last_time_within
+    from momentgen.dynamics.integrate import last_time_within
 
     t = np.linspace(0, 1, 5)
     assert last_time_within(t, [1e-3, 0, 0, 0, 0], 1e-4) == 0.0

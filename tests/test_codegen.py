@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import sympy
 
-from momentgen import codegen
+from momentgen.core import codegen
 
 x, y = sympy.symbols("x y")
 # multiples, negatives, fractions, sums and nestings of exponentials: the ones `_shared_exponentials` rewrites

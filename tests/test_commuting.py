@@ -1,18 +1,18 @@
-"""A commuting state integrated by its diagonals (`momentgen.commuting`, `momentgen.flow.run`'s stiff path): found
+"""A commuting state integrated by its diagonals (`laws.commuting`, `setting.flow.run`'s stiff path): found
 where every matrix is diagonal in one basis and only there, the same flow as the dense one for every kind, and a long
 horizon of the scaling-law case at the cost of a short one, right against the exact commuting solution."""
 
 import numpy as np
 import pytest
 
-from momentgen import flow
-from momentgen.closures import solve_with_closure
-from momentgen.commuting import diagonal_state
-from momentgen.config import load_config, parse_config
-from momentgen.matrices import trace_moments
+from momentgen.dynamics.closures import solve_with_closure
+from momentgen.evidence.oracles import aligned_tied_average
+from momentgen.laws.commuting import diagonal_state
+from momentgen.laws.representation import vector_moments
 from momentgen.models.tied import TiedMatrices
-from momentgen.oracles import aligned_tied_average
-from momentgen.representation import vector_moments
+from momentgen.setting import flow
+from momentgen.setting.config import load_config, parse_config
+from momentgen.setting.matrices import trace_moments
 
 COMMUTING = "BDF on the diagonals of a commuting state"
 

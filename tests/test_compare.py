@@ -5,17 +5,17 @@ import json
 import numpy as np
 import pytest
 
-from momentgen.cli import main
-from momentgen.comparison import run_tasks, sgd_task
-from momentgen.config import parse_config
-from momentgen.hierarchy import Model, build
-from momentgen.initial import InitSpec, empirical_moments, exact_moments
-from momentgen.integrate import solve
-from momentgen.losses import builtin
-from momentgen.matrices import sample_factors
-from momentgen.potential import Potential
+from momentgen.compiler.hierarchy import Model, build
+from momentgen.compiler.initial import InitSpec, empirical_moments, exact_moments
+from momentgen.compiler.potential import Potential
+from momentgen.compiler.truncation import Truncation, from_config
+from momentgen.dynamics.integrate import solve
+from momentgen.evidence.comparison import run_tasks, sgd_task
+from momentgen.interface.cli import main
 from momentgen.reference import sgd
-from momentgen.truncation import Truncation, from_config
+from momentgen.setting.config import parse_config
+from momentgen.setting.losses import builtin
+from momentgen.setting.matrices import sample_factors
 
 SMALL = {
     "model": {"kind": "tied", "K": 2, "trainable": [1]},
@@ -185,8 +185,8 @@ def test_theory_can_start_from_the_sgd_matrices(tmp_path):
     """theory_init = "finite": each degree and the quadrature closure start from the moments of the
     matrices that seed 0's SGD run uses at that d — checked against traces computed here with numpy
     on those matrices, independently of the library's trace code."""
-    from momentgen.comparison import compare
-    from momentgen.matrices import initial_factors
+    from momentgen.evidence.comparison import compare
+    from momentgen.setting.matrices import initial_factors
 
     config = parse_config(SMALL)
     data = compare(
@@ -209,7 +209,7 @@ def test_theory_can_start_from_the_sgd_matrices(tmp_path):
 
 
 def test_compare_starts_the_theory_from_the_sgd_matrices_by_default():
-    from momentgen.cli import _parser
+    from momentgen.interface.cli import _parser
 
     assert _parser().parse_args(["compare", "x.toml"]).theory_init == "finite"
 

@@ -5,8 +5,8 @@ import pathlib
 
 import pytest
 
-from momentgen.cli import main
-from momentgen.config import ConfigError, load_config, parse_config
+from momentgen.interface.cli import main
+from momentgen.setting.config import ConfigError, load_config, parse_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MINIMAL = {

@@ -1,4 +1,4 @@
-"""The edge-adapted rule (`momentgen.edge`): exact moments, a layer that reaches the depth it claims, and a
+"""The edge-adapted rule (`momentgen.laws.edge`): exact moments, a layer that reaches the depth it claims, and a
 root that carries what a dense letter cannot.
 
 Independent values: the Marchenko–Pastur moments in closed form (Narayana polynomials:
@@ -11,12 +11,12 @@ from math import comb
 import numpy as np
 import pytest
 
-from momentgen.edge import EDGE_DEPTH, edge_rule, free_poisson_law, measure_component
-from momentgen.hierarchy import Model
-from momentgen.initial import layered_index
-from momentgen.inits import InitSpec
+from momentgen.compiler.hierarchy import Model
+from momentgen.compiler.initial import layered_index
+from momentgen.laws.edge import EDGE_DEPTH, edge_rule, free_poisson_law, measure_component
+from momentgen.laws.representation import free_poisson_jacobi
 from momentgen.models.base import psd_root
-from momentgen.representation import free_poisson_jacobi
+from momentgen.setting.inits import InitSpec
 
 
 def narayana_moment(k, rate, jump):

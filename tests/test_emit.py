@@ -7,9 +7,9 @@ import shutil
 import numpy as np
 import pytest
 
-from momentgen.config import load_config
-from momentgen.emit import StaleModuleError, write_module
-from momentgen.errors import MomentgenError
+from momentgen.compiler.emit import StaleModuleError, write_module
+from momentgen.core.errors import MomentgenError
+from momentgen.setting.config import load_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "examples" / "configs").glob("*.toml"))

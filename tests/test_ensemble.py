@@ -1,14 +1,14 @@
-"""Matrix-model ensembles with control variates (`momentgen.ensemble`)."""
+"""Matrix-model ensembles with control variates (`momentgen.dynamics.ensemble`)."""
 
 import numpy as np
 import pytest
 
-from momentgen.closures import solve_with_closure
-from momentgen.config import load_config
-from momentgen.ensemble import control_variate_mean, main_branch
-from momentgen.errors import ModelError
-from momentgen.oracles import riccati_tied_moments
-from momentgen.potential import Potential
+from momentgen.compiler.potential import Potential
+from momentgen.core.errors import ModelError
+from momentgen.dynamics.closures import solve_with_closure
+from momentgen.dynamics.ensemble import control_variate_mean, main_branch
+from momentgen.evidence.oracles import riccati_tied_moments
+from momentgen.setting.config import load_config
 
 
 def test_control_variates_recover_the_mean_with_a_calibrated_standard_error():

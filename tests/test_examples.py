@@ -48,12 +48,12 @@ def test_readme_python_snippets_run(monkeypatch):
 
 def test_the_readme_configuration_table_lists_every_key_of_the_schema():
     """Every key the configuration accepts is in the README's table, under its table, and the table lists
-    no key the configuration refuses (the schema is `momentgen.config._SCHEMA`); the activations it names
+    no key the configuration refuses (the schema is `momentgen.setting.config._SCHEMA`); the activations it names
     are the ones the loss accepts."""
     import re
 
-    from momentgen.config import _SCHEMA
-    from momentgen.losses import ACTIVATIONS
+    from momentgen.setting.config import _SCHEMA
+    from momentgen.setting.losses import ACTIVATIONS
 
     text = (ROOT / "README.md").read_text()
     rows = text.split("| table | key | default | meaning |")[1].split("\n\n")[0].splitlines()[2:]
@@ -74,7 +74,7 @@ def test_the_readme_indexes_every_shipped_configuration():
     """Issue 32: the README's index of `examples/configs/` names every shipped configuration, and only those."""
     import re
 
-    from momentgen.examples import names
+    from momentgen.setting.examples import names
 
     text = (ROOT / "README.md").read_text()
     index = text.split("| config | what it is for |")[1].split("\n\n")[0]

@@ -10,9 +10,9 @@ import pathlib
 import numpy as np
 import pytest
 
-from momentgen.closures import solve_with_closure
-from momentgen.config import load_config
+from momentgen.dynamics.closures import solve_with_closure
 from momentgen.reference import simulate_config
+from momentgen.setting.config import load_config
 
 CONFIGS = pathlib.Path(__file__).resolve().parents[1] / "examples" / "configs"
 WORDS = ("S1", "S1 S1", "S1 S2")
@@ -91,12 +91,12 @@ NOT_REDRAWN = set()
 def test_a_committed_figure_was_drawn_by_the_current_code(png):
     """Every figure in docs/figures has a JSON sidecar with its numbers and provenance: the commit it was drawn at
     is an ancestor of this one, the configuration file it read is unchanged since (its digest), its layout had no
-    problem (`momentgen.figures.layout_problems`: labels, no legend over data, theory above SGD), and the example
+    problem (`momentgen.core.figures.layout_problems`: labels, no legend over data, theory above SGD), and the example
     that drew it draws the same numbers again without one."""
     import json
     import subprocess
 
-    from momentgen.figures import draw_again, layout_problems
+    from momentgen.core.figures import draw_again, layout_problems
 
     data = json.loads(png.with_suffix(".json").read_text())
     provenance = data["provenance"]

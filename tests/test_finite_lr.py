@@ -5,16 +5,16 @@ import json
 import numpy as np
 import pytest
 
-from momentgen.closures import solve_with_closure
-from momentgen.config import ConfigError, parse_config
-from momentgen.errors import ModelError, PotentialError
-from momentgen.flow import _noise_matrices
-from momentgen.hierarchy import build
-from momentgen.matrices import initial_factors, letter_matrices, trace_moments
+from momentgen.compiler.hierarchy import build
+from momentgen.compiler.truncation import from_config
+from momentgen.core.errors import ModelError, PotentialError
+from momentgen.dynamics.closures import solve_with_closure
+from momentgen.dynamics.results import REACHED
 from momentgen.models import Model
 from momentgen.reference import sgd
-from momentgen.results import REACHED
-from momentgen.truncation import from_config
+from momentgen.setting.config import ConfigError, parse_config
+from momentgen.setting.flow import _noise_matrices
+from momentgen.setting.matrices import initial_factors, letter_matrices, trace_moments
 
 from .conftest import random_factors
 
@@ -293,7 +293,7 @@ def test_the_commands_take_kappa_from_the_sgd_section(tmp_path):
     """`solve --finite-lr` records κ = lr·d/batch (here 0.02·40/64 = 0.0125) and changes the
     curve by the term; `compare --finite-lr` draws each theory at κ = 0 and at the SGD run's own κ
     and tables both against SGD."""
-    from momentgen.cli import main
+    from momentgen.interface.cli import main
 
     from .test_compare import write_config
 

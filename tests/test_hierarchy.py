@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from momentgen.flow import letter_velocities
-from momentgen.hierarchy import Model, build
-from momentgen.matrices import letter_matrices, trace_moments
-from momentgen.words import enumerate_words, parse
+from momentgen.compiler.hierarchy import Model, build
+from momentgen.models.words import enumerate_words, parse
+from momentgen.setting.flow import letter_velocities
+from momentgen.setting.matrices import letter_matrices, trace_moments
 
 from .conftest import random_factors
 
@@ -215,8 +215,8 @@ def test_listed_observables_are_built_when_their_demand_fits_and_stopped_when_it
     K = 2 at degree 6 with one observable: the bound is 245 MiB, the build 5 046 words — with a 64 MiB budget
     it is built (it was refused); with 1 MiB it stops mid-way with a message about the listed observables
     (not "list observables instead of all")."""
-    from momentgen.errors import ModelError
-    from momentgen.hierarchy import build, estimate
+    from momentgen.compiler.hierarchy import build, estimate
+    from momentgen.core.errors import ModelError
 
     model = Model("untied", 2, [1])
     assert estimate(model, 6, ["M1 M2^T"])["bytes"] > 64 * 2**20
@@ -274,7 +274,7 @@ def test_size_estimate_is_within_2x_of_the_measured_peak(kind, K, degree, noise)
     Measured: 1.33 (tied M = 14 with the finite-lr term), 1.15 (untied M = 5), 1.37 (direct M = 8)."""
     import tracemalloc
 
-    from momentgen.hierarchy import estimate
+    from momentgen.compiler.hierarchy import estimate
 
     model = Model(kind, K, [1])
     predicted = estimate(model, degree, "all", noise=noise)["bytes"]
@@ -293,7 +293,7 @@ def _from_latex(program, text):
     program's arrays, which `Program.evaluate` reads."""
     import re
 
-    from momentgen import printers
+    from momentgen.compiler import printers
 
     names = {printers._latex_symbol(s): k for k, s in enumerate(program.symbols)}
     braced = r"\{((?:[^{}]|\{[^{}]*\})*)\}"  # one level of nested braces: S_{1} S_{2}^{\top}

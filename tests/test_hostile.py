@@ -17,11 +17,11 @@ import zipfile
 import numpy as np
 import pytest
 
-from momentgen.cli import main
-from momentgen.closures import solve_with_closure
-from momentgen.config import ConfigError, load_config, parse_config
-from momentgen.errors import MomentgenError, UnsupportedLoss
-from momentgen.losses import parse_expression
+from momentgen.core.errors import MomentgenError, UnsupportedLoss
+from momentgen.dynamics.closures import solve_with_closure
+from momentgen.interface.cli import main
+from momentgen.setting.config import ConfigError, load_config, parse_config
+from momentgen.setting.losses import parse_expression
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TIED = {
@@ -232,15 +232,15 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("MOMENTGEN_CACHE", str(directory))
     for name in [n for n in sys.modules if n.startswith("momentgen_kernel_")]:
         monkeypatch.delitem(sys.modules, name)
-    from momentgen import codegen
+    from momentgen.core import codegen
 
     monkeypatch.setattr(codegen, "_FALLBACK", {})
     return directory
 
 
 def softmax_value():
-    from momentgen.losses import builtin
-    from momentgen.potential import Potential
+    from momentgen.compiler.potential import Potential
+    from momentgen.setting.losses import builtin
 
     return Potential(builtin("softmax-mse", L=2, K=2), "tied", rtol=1e-6).evaluate(q=np.eye(2)).phi
 
@@ -272,7 +272,7 @@ def test_a_read_only_cache_falls_back_to_a_temporary_one(cache, monkeypatch):
     kernels are verified, copied to a temporary cache for the process (numba compiles there), and a
     warning says so. Read-only is simulated by refusing writes under the cache directory (file modes
     do not stop root, who runs CI)."""
-    from momentgen import codegen
+    from momentgen.core import codegen
 
     reference = softmax_value()
     forget_kernels(monkeypatch)
@@ -298,7 +298,7 @@ def test_an_unwritable_cache_directory_falls_back_with_a_warning(tmp_path, monke
     blocker = tmp_path / "blocker"
     blocker.write_text("not a directory")
     monkeypatch.setenv("MOMENTGEN_CACHE", str(blocker / "cache"))
-    from momentgen import codegen
+    from momentgen.core import codegen
 
     monkeypatch.setattr(codegen, "_FALLBACK", {})
     forget_kernels(monkeypatch)
@@ -309,7 +309,7 @@ def test_an_unwritable_cache_directory_falls_back_with_a_warning(tmp_path, monke
 
 def test_an_empty_cache_variable_is_not_the_working_directory(tmp_path, monkeypatch):
     """Before: MOMENTGEN_CACHE="" wrote ./kernels/ into the working directory."""
-    from momentgen import codegen
+    from momentgen.core import codegen
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MOMENTGEN_CACHE", "")
@@ -338,7 +338,7 @@ def import_module(path, name):
 def test_a_stamp_consistent_data_file_with_a_bad_index_is_refused(module_copy):
     """Before: an .npz with an out-of-range target index (and a matching stamp) segfaulted (exit 139).
     The arrays are now range-checked on load."""
-    from momentgen.emit import StaleModuleError
+    from momentgen.compiler.emit import StaleModuleError
 
     module, data = module_copy
     with np.load(data) as arrays:
@@ -369,7 +369,7 @@ def test_a_run_killed_between_the_two_writes_leaves_the_old_pair(tmp_path, monke
     """Before: a kill (or a concurrent run) between the .npz and .py writes left a mismatched pair and
     the previous good module was lost. The data file is named by its content and written first, the
     module that names it last: a kill after the data file leaves the old module importable."""
-    from momentgen import emit
+    from momentgen.compiler import emit
 
     config = parse_config(TIED)
     out = tmp_path / "pair.py"

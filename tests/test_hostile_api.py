@@ -20,13 +20,13 @@ import numpy as np
 import pytest
 
 import momentgen as mg
-from momentgen import codegen
-from momentgen.api import Sweep
-from momentgen.cli import main
-from momentgen.config import ConfigError, load_config, parse_config
-from momentgen.emit import write_module
-from momentgen.errors import MomentgenError, UnsupportedLoss
-from momentgen.losses import parse_expression
+from momentgen.compiler.emit import write_module
+from momentgen.core import codegen
+from momentgen.core.errors import MomentgenError, UnsupportedLoss
+from momentgen.interface.api import Sweep
+from momentgen.interface.cli import main
+from momentgen.setting.config import ConfigError, load_config, parse_config
+from momentgen.setting.losses import parse_expression
 from tests.test_hostile import TIED, changed, write_toml
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -155,8 +155,8 @@ def _forget(monkeypatch):
 
 
 def _gradient_value():
-    from momentgen.losses import builtin
     from momentgen.reference import loss_gradient
+    from momentgen.setting.losses import builtin
 
     return loss_gradient(builtin("mse", L=1, K=2, activation="tanh"))(np.full((1, 1, 1, 2), 0.3))
 
@@ -453,7 +453,7 @@ def test_workers_of_a_killed_run_end_with_it(tmp_path):
     script = textwrap.dedent(
         f"""
         import os, time
-        from momentgen.parallel import run_tasks
+        from momentgen.core.parallel import run_tasks
 
         def task(i):
             with open({str(tmp_path)!r} + f"/worker{{i}}", "w") as f:
@@ -512,7 +512,7 @@ def test_a_generated_module_reads_its_matrices_relative_to_itself(tmp_path, monk
 
 def test_plotting_an_empty_result_says_so():
     """Before: `Result.plot()` on a result with no times raised a bare IndexError."""
-    from momentgen.results import Result
+    from momentgen.dynamics.results import Result
 
     empty = Result("tied", "zero", "t", np.array([]), {}, {}, "failed", "stopped at once", 0.0)
     with pytest.raises(MomentgenError, match="nothing to plot"):
@@ -553,7 +553,7 @@ def test_verify_with_one_step_is_refused_up_front(config_file, capsys):
 
 def test_a_write_error_names_the_path(tmp_path, monkeypatch):
     """Before: a full disk gave "[Errno 28] No space left on device" without the path."""
-    from momentgen import files
+    from momentgen.core import files
 
     def full(fd):
         raise OSError(28, "No space left on device")
@@ -608,7 +608,7 @@ def test_solve_refuses_bad_output_times_and_spectra_flags(kwargs, match):
     "times,match", [("a,b", "--times must be comma-separated numbers"), (",".join(["0"] * 13), "1 to 12 times")]
 )
 def test_the_spectrum_command_refuses_bad_times(times, match, capsys):
-    from momentgen.cli import main
+    from momentgen.interface.cli import main
 
     assert main(["spectrum", "examples/configs/fig4_linear.toml", "--letter", "S1", "--times", times,
                  "--json", "/nonexistent/s.json"]) == 2  # fmt: skip
@@ -619,8 +619,8 @@ def test_a_bad_explicit_state_of_rhs_is_one_line_and_builds_nothing():
     """`Truncation.rhs(t, y, state)` takes a `RunState`: anything else, a mean of the wrong shape or not finite,
     or a quadrature level the potential never used (10⁹ would build a rule of 10¹⁸ points: without the check this
     test does not finish) is a one-line error; a state the truncation made itself is accepted."""
-    from momentgen.slaved_mean import RunState
-    from momentgen.truncation import from_config
+    from momentgen.compiler.slaved_mean import RunState
+    from momentgen.compiler.truncation import from_config
 
     config = load_config("fig1_tied_softmax", truncation={"degree": 4})
     truncation, y0 = from_config(config)

@@ -12,9 +12,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from momentgen.cli import main
-from momentgen.config import ConfigError, load_config, parse_config
-from momentgen.errors import MomentgenError
+from momentgen.core.errors import MomentgenError
+from momentgen.interface.cli import main
+from momentgen.setting.config import ConfigError, load_config, parse_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -50,7 +50,7 @@ def test_a_figure_sidecar_names_a_registered_drawer_or_nothing_runs(tmp_path, dr
     """`figures.draw_again` imports nothing and runs nothing a sidecar names unless it is one of `figures.DRAWERS`
     (before: `"subprocess:run"`, `"logging.config:dictConfig"` and any `.py` path in `provenance.command` ran;
     `"builtins:input"` hung on stdin). The payload writes a marker file if it is ever executed."""
-    from momentgen.figures import draw_again
+    from momentgen.core.figures import draw_again
 
     marker = tmp_path / "ran"
     payload = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('x')\ndef figure(data):\n    return None\n"
@@ -84,7 +84,7 @@ def test_every_drawer_in_the_registry_exists():
     import ast
     import importlib
 
-    from momentgen.figures import DRAWERS
+    from momentgen.core.figures import DRAWERS
 
     for name in DRAWERS:
         where, function = name.split(":")
@@ -117,7 +117,7 @@ def test_sweep_reads_data_files_relative_to_the_configuration(tmp_path, monkeypa
     working directory (before: the working directory's `sigma.npz`, another Σ, silently). Independent value:
     μ(S1 Sigma) at t = 0 is τ(S1)τ(Σ) = 0.8² × 0.5 (a Gaussian student is free from Σ) with the configuration's
     file, not 0.8² × 2.0 with the decoy's."""
-    from momentgen.api import sweep
+    from momentgen.interface.api import sweep
 
     folder, elsewhere = tmp_path / "exp", tmp_path / "cwd"
     folder.mkdir()
@@ -167,7 +167,7 @@ def test_a_sigma_with_few_levels_has_an_exact_rule(levels):
     """Σ = 2I (one level) and a two-level Σ: the Gauss rule has one node per distinct eigenvalue with its share
     as weight — every moment exact (before: NaN in the Stieltjes recurrence asked for more polynomials than the
     measure has)."""
-    from momentgen.data import DataCovariance
+    from momentgen.setting.data import DataCovariance
 
     values = np.repeat(levels, 30)
     sigma = DataCovariance("from-file", path="x", values=tuple(values))
@@ -180,7 +180,7 @@ def test_the_quadrature_closure_starts_right_on_a_two_level_sigma(tmp_path):
     """End to end, tied, degree 9 on Σ with levels 0.5 and 1.5 (before: a crash at degree 5, a wrong start reported
     as left-feasible-set at degree 9): the run reaches the horizon and starts from the exact μ(S1 Sigma S1 Sigma) =
     σ⁴(τ(Σ)² + τ(Σ²)) of a square Wishart student (σ = 0.8), 1e-12."""
-    from momentgen.closures import solve_with_closure
+    from momentgen.dynamics.closures import solve_with_closure
 
     values = np.repeat([0.5, 1.5], 3)
     np.savez(tmp_path / "two.npz", eigenvalues=values)
@@ -260,7 +260,7 @@ def test_a_covariance_file_with_both_arrays_and_an_oversized_dense_sigma_are_ref
     """An .npz holding both `eigenvalues` and `Sigma` is refused (before: one was used silently), and a dense `Sigma`
     above `MAX_DENSE_SIGMA` is refused from its header, before its data is read or decomposed (before: a 300 KB file
     of a 6000 × 6000 Σ took 83 s and 1.4 GB to load). The oversized member here holds a header only."""
-    from momentgen.matrices import MAX_DENSE_SIGMA
+    from momentgen.setting.matrices import MAX_DENSE_SIGMA
 
     np.savez(tmp_path / "both.npz", eigenvalues=np.ones(6), Sigma=np.eye(6))
     with pytest.raises(ConfigError, match="both `eigenvalues` and `Sigma`") as error:
@@ -291,7 +291,7 @@ def test_spectrum_of_two_letters_is_a_one_line_error(capsys):
 def test_spectrum_on_a_closed_hierarchy_names_the_closure_that_can():
     """The direct model's hierarchy is closed: asked for the quadrature closure's spectrum, the message says why
     there is none and names the matrix model (before: "use quadrature" when quadrature was asked)."""
-    from momentgen.evolution import spectrum_evolution
+    from momentgen.evidence.evolution import spectrum_evolution
 
     config = load_config("fig2_direct_h2", truncation={"degree": 7, "closure": "quadrature"}, integrate={"T": 0.05})
     with pytest.raises(MomentgenError, match='closed.*use closure = "matrix-model"') as error:
@@ -301,7 +301,7 @@ def test_spectrum_on_a_closed_hierarchy_names_the_closure_that_can():
 
 def test_bad_arguments_of_result_spectrum_are_one_line_errors():
     """`Result.spectrum(letter, t, points, x)` checks its arguments (before: raw TypeErrors)."""
-    from momentgen.api import solve
+    from momentgen.interface.api import solve
 
     result = solve("fig4_linear", closure="quadrature", degree=7, spectra=True, integrate={"T": 0.05, "points": 3})
     for kwargs, needle in [
@@ -327,7 +327,7 @@ def test_bad_arguments_of_result_spectrum_are_one_line_errors():
 def test_a_bad_n_jobs_is_an_argument_error_not_a_verdict(n_jobs):
     """`verify(n_jobs=…)` (and `compare`, `sweep`) refuse a bad worker count before anything runs (before: the
     verdict `disagree`)."""
-    from momentgen.api import compare, sweep, verify
+    from momentgen.interface.api import compare, sweep, verify
 
     config = load_config("fig4_linear")
     for call in (
@@ -344,7 +344,7 @@ def test_a_bad_n_jobs_is_an_argument_error_not_a_verdict(n_jobs):
 def test_a_bad_budget_is_refused_before_anything_runs(budget):
     """`verify --budget inf` ran and then could not write its JSON; now every budget outside (0, one week] is an
     argument error first."""
-    from momentgen.api import verify
+    from momentgen.interface.api import verify
 
     with pytest.raises(MomentgenError, match="budget") as error:
         verify(load_config("fig4_linear"), budget=budget, progress=False)
@@ -355,7 +355,7 @@ def test_never_more_workers_than_tasks(monkeypatch):
     """`--jobs 64` for 2 tasks starts 2 workers (before: 64, and leaked semaphores)."""
     import joblib
 
-    from momentgen import parallel
+    from momentgen.core import parallel
 
     asked = []
     real = joblib.Parallel
@@ -373,7 +373,7 @@ def test_never_more_workers_than_tasks(monkeypatch):
 @pytest.mark.parametrize("address", ["ucx://127.0.0.1:8786", "inproc://x", "ws://h:1", "tcp://nohost", "tcp://a:b"])
 def test_only_network_dask_schedulers_pass(address):
     """Schedulers the workers cannot use (ucx, inproc, ws) passed validation and then crashed; now refused."""
-    from momentgen.api import sweep
+    from momentgen.interface.api import sweep
 
     with pytest.raises(MomentgenError, match="tcp://host:port") as error:
         sweep(load_config("fig4_linear"), {"model.gamma": [0.0]}, scheduler=address)
@@ -382,7 +382,7 @@ def test_only_network_dask_schedulers_pass(address):
 
 def test_many_output_times_are_refused():
     """`solve(times=…)` of 10⁴ times took 131 s; the limit is `MAX_OUTPUT_TIMES` (the grid is [integrate] points)."""
-    from momentgen.api import MAX_OUTPUT_TIMES, solve
+    from momentgen.interface.api import MAX_OUTPUT_TIMES, solve
 
     with pytest.raises(ConfigError, match="points instead") as error:
         solve("fig4_linear", times=np.linspace(0, 0.1, MAX_OUTPUT_TIMES + 1))
@@ -414,8 +414,8 @@ def test_a_scheduled_runs_messages_and_risk_window_are_on_the_nominal_axis():
     """Under a schedule the integrator runs on s = T F(t/T): its messages' times and `risk_valid_until` are
     reported on the nominal t (before: "blowup at t = 0.37" with T = 0.02). Independent value: the linear decay
     to 0 has F(u) = u − u²/2, so t = T(1 − √(1 − 2s/T))."""
-    from momentgen.problem import Problem
-    from momentgen.results import Result
+    from momentgen.dynamics.problem import Problem
+    from momentgen.dynamics.results import Result
 
     T = 2.0
     config = load_config("fig4_linear", integrate={"T": T, "points": 5}, sgd={"schedule": "linear", "final": 0.0})
@@ -438,7 +438,7 @@ def test_a_from_file_sigma_runs_at_multiples_of_its_dimension(tmp_path):
     """A file's Σ at d = 2·d_file is Σ ⊗ I₂ (the same spectral law, so the same d = ∞ theory): `verify` extrapolates
     from d_file and 2·d_file instead of refusing (before: d fixed, and the error came after the closure check).
     Independent value: numpy's kron of the file's own matrix."""
-    from momentgen.verification_plan import _States
+    from momentgen.evidence.verification_plan import _States
 
     rng = np.random.default_rng(0)
     A = rng.standard_normal((6, 6))
@@ -460,8 +460,8 @@ def test_a_from_file_sigma_runs_at_multiples_of_its_dimension(tmp_path):
 def test_a_rule_level_below_the_calibrated_one_is_refused():
     """An explicit `RunState` whose quadrature level is below the calibrated one gave an rhs off by 74–166 %
     silently; it is now a one-line error naming the levels allowed."""
-    from momentgen.slaved_mean import RunState
-    from momentgen.truncation import from_config
+    from momentgen.compiler.slaved_mean import RunState
+    from momentgen.compiler.truncation import from_config
 
     config = load_config("fig1_tied_softmax", truncation={"degree": 4})
     truncation, y0 = from_config(config)
@@ -478,7 +478,7 @@ def test_a_generated_module_notices_an_edited_init_file(tmp_path):
     `StaleModuleError` (before: the old moments with the new file's mean)."""
     import importlib.util
 
-    from momentgen.emit import StaleModuleError, write_module
+    from momentgen.compiler.emit import StaleModuleError, write_module
 
     rng = np.random.default_rng(1)
     np.savez(tmp_path / "W.npz", W=rng.standard_normal((8, 8)) / np.sqrt(8))

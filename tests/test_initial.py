@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from momentgen.errors import ModelError
-from momentgen.hierarchy import Model, build
-from momentgen.initial import InitSpec, empirical_moments, exact_moments
-from momentgen.matrices import sample_factors
-from momentgen.oracles import marchenko_pastur_rule
+from momentgen.compiler.hierarchy import Model, build
+from momentgen.compiler.initial import InitSpec, empirical_moments, exact_moments
+from momentgen.core.errors import ModelError
+from momentgen.evidence.oracles import marchenko_pastur_rule
+from momentgen.setting.matrices import sample_factors
 
 
 @pytest.mark.parametrize("r,sigma", [(1.0, 1.0), (1.5, 0.9), (0.4, 1.3)])
@@ -80,8 +80,8 @@ def test_bad_init_specs():
 def test_from_file_inits_give_empirical_moments(tmp_path):
     """[init.k] kind = "from-file": the initial state is (1/d) Tr of the words on those matrices;
     a Gaussian index beside it is sampled at the file's d."""
-    from momentgen.config import parse_config
-    from momentgen.truncation import from_config
+    from momentgen.compiler.truncation import from_config
+    from momentgen.setting.config import parse_config
 
     rng = np.random.default_rng(2)
     d = 40

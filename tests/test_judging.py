@@ -10,11 +10,11 @@ import types
 import numpy as np
 import pytest
 
-from momentgen.config import load_config
-from momentgen.data import DataCovariance
-from momentgen.integrate import last_time_within, validity_horizon
-from momentgen.risk import relative_risk_estimate
-from momentgen.verification import DRIFT_REST, SIGMAS, Verification, _verdict, drift_judgement
+from momentgen.dynamics.integrate import last_time_within, validity_horizon
+from momentgen.dynamics.risk import relative_risk_estimate
+from momentgen.evidence.verification import DRIFT_REST, SIGMAS, Verification, _verdict, drift_judgement
+from momentgen.setting.config import load_config
+from momentgen.setting.data import DataCovariance
 
 
 def _records(sgd_minus_theory, se, theory):
@@ -128,7 +128,7 @@ def test_the_validity_horizon_is_relative_and_never_past_either_run():
 def test_the_relative_risk_estimate_divides_by_the_smaller_leg_and_never_decreases():
     """Legs 1 and 10: the relative error is 9 (|1 − 10|/1), not 0.9; a 10.5 % gap reads 0.105 > `RISK_TOL`; once
     large the estimate stays large (kills min → max in the denominator, and the running maximum dropped)."""
-    from momentgen.risk import RISK_TOL
+    from momentgen.dynamics.risk import RISK_TOL
 
     estimate = relative_risk_estimate(np.array([1.0, 1.0, 1.0]), [np.array([1.0, 10.0, 1.0])])
     assert np.allclose(estimate, [0.0, 9.0, 9.0])
@@ -139,7 +139,7 @@ def test_the_relative_risk_estimate_divides_by_the_smaller_leg_and_never_decreas
 
 def test_the_risk_window_ends_where_the_estimate_passes_ten_percent():
     """`closure_base.risk_columns`: the estimate per time, and risk_valid_until the last time within `RISK_TOL`."""
-    from momentgen.closure_base import risk_columns as _risk_columns
+    from momentgen.dynamics.closure_base import risk_columns as _risk_columns
 
     columns, extra = _risk_columns(np.array([0.0, 1.0, 2.0]), np.array([0.01, 0.1, 0.2]))
     assert columns["risk_relative"] == [0.01, 0.1, 0.2] and extra["risk_valid_until"] == 1.0
@@ -149,9 +149,9 @@ def test_the_risk_window_ends_where_the_estimate_passes_ten_percent():
 def test_a_result_that_vouches_for_less_than_its_horizon_is_partial():
     """`closure_base.reported`: status ok with valid_until < t[-1] becomes partial and says until when; at the horizon
     it stays ok (kills the comparison reversed or the status left at ok)."""
-    from momentgen.closure_base import reported as _reported
-    from momentgen.problem import Problem
-    from momentgen.results import Result
+    from momentgen.dynamics.closure_base import reported as _reported
+    from momentgen.dynamics.problem import Problem
+    from momentgen.dynamics.results import Result
 
     problem = Problem(CONFIG)
     for valid_until, status in ((0.5, "partial"), (1.0, "ok")):
@@ -170,7 +170,7 @@ def test_a_result_that_vouches_for_less_than_its_horizon_is_partial():
 def test_the_finite_d_leg_fails_when_one_observable_is_out():
     """`_extrapolate` on constructed per-d gaps: one word on the theory, one 50 SE off at every time — the verdict
     fails and names it (kills `max` → `min` over the words' ratios, or `<=` flipped)."""
-    from momentgen.verification import _extrapolate
+    from momentgen.evidence.verification import _extrapolate
 
     config = types.SimpleNamespace(model=CONFIG.model)
     t = np.linspace(0.0, 1.0, 5)
@@ -204,8 +204,8 @@ def test_a_file_sigmas_moments_are_means_of_powers():
 def test_the_zero_closure_starts_from_the_files_moments(tmp_path):
     """End to end: the zero closure's μ(S1 Sigma S1 Sigma) at t = 0 is σ⁴(τ(Σ)² + τ(Σ²)) of the file (square Wishart
     student, σ = 0.8) — the zero closure reads the exact moments, not the quadrature rule."""
-    from momentgen.closures import solve_with_closure
-    from momentgen.config import parse_config
+    from momentgen.dynamics.closures import solve_with_closure
+    from momentgen.setting.config import parse_config
 
     values = np.array([0.2, 0.5, 0.9, 1.3, 1.6])
     np.savez(tmp_path / "s.npz", eigenvalues=values)
@@ -227,8 +227,8 @@ def test_solve_advances_the_run_state_after_every_accepted_step(monkeypatch):
     """`integrate.solve` threads the run's `RunState`: `Truncation.advanced` is called after each accepted step of a
     kind with a mean, from the state the previous call returned, and the truncation is left holding the last one
     (kills a solve that never advances the state — the slaved mean's branch would then be the start's forever)."""
-    from momentgen.integrate import solve
-    from momentgen.truncation import Truncation, from_config
+    from momentgen.compiler.truncation import Truncation, from_config
+    from momentgen.dynamics.integrate import solve
 
     config = load_config("fig3_untied_h1", truncation={"degree": 3}, integrate={"T": 0.05, "points": 3})
     truncation, y0 = from_config(config)
@@ -252,7 +252,7 @@ def test_the_edge_layer_has_every_cell_and_the_laws_mass():
     `test_edge` allowed ±4 nodes)."""
     from scipy.integrate import quad
 
-    from momentgen.edge import CELL_POINTS, EDGE_DEPTH, EDGE_STEP, _layer, free_poisson_law
+    from momentgen.laws.edge import CELL_POINTS, EDGE_DEPTH, EDGE_STEP, _layer, free_poisson_law
 
     law = free_poisson_law(1.0, 0.64)
     window = 0.05

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from momentgen._kernel import NO_NOISE, apply_program, segment_pairs, segment_rows
+from momentgen.compiler.kernel import NO_NOISE, apply_program, segment_pairs, segment_rows
 
 
 def _random_program(rng, n, symbols, per_row):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import sympy
 
-from momentgen.errors import UnsupportedLoss
-from momentgen.losses import ACTIVATIONS, builtin, parse_expression
+from momentgen.core.errors import UnsupportedLoss
+from momentgen.setting.losses import ACTIVATIONS, builtin, parse_expression
 
 
 def G(i, j, k):
@@ -132,7 +132,7 @@ def test_multihead_softmax_mse_is_the_sum_of_per_head_softmaxes():
 
 
 def test_multihead_heads_key_is_checked():
-    from momentgen.config import ConfigError, parse_config
+    from momentgen.setting.config import ConfigError, parse_config
 
     base = {
         "model": {"kind": "tied", "L": 2, "K": 4, "trainable": [1, 2]},

@@ -7,13 +7,13 @@ The theory's side is checked against independent values: the closed-form noise f
 import numpy as np
 import pytest
 
-from momentgen.closures import solve_with_closure
-from momentgen.config import ConfigError, load_config, parse_config
-from momentgen.losses import builtin, parse_expression
-from momentgen.matrices import initial_factors
-from momentgen.potential import Potential
+from momentgen.compiler.potential import Potential
+from momentgen.dynamics.closures import solve_with_closure
 from momentgen.reference import config_sgd, simulate_config
-from momentgen.schedules import Schedule, effective_lr, lr_for_kappa
+from momentgen.setting.config import ConfigError, load_config, parse_config
+from momentgen.setting.losses import builtin, parse_expression
+from momentgen.setting.matrices import initial_factors
+from momentgen.setting.schedules import Schedule, effective_lr, lr_for_kappa
 
 #: One small configuration per kind (every kind the finite-learning-rate term exists for), the words compared,
 #: and the closure that follows a whole curve from finite matrices.
@@ -415,7 +415,7 @@ def test_a_constant_in_the_loss_is_part_of_phi_on_the_quadrature_path():
 )
 def test_the_cli_options_are_blamed_by_name(options, blamed, capsys):
     """``--momentum`` and ``--noise`` are checked as the keys they set; the error names the option."""
-    from momentgen.cli import main
+    from momentgen.interface.cli import main
 
     assert main(["solve", "examples/configs/fig4_linear.toml", *options, "--json", "/nonexistent/x.json"]) == 2
     err = capsys.readouterr().err
@@ -426,7 +426,7 @@ def test_the_cli_runs_a_noisy_heavy_ball(tmp_path):
     """``simulate --noise 0.5 --momentum 0.5`` writes the excess risk beside the risk (their difference σ² = 0.25)."""
     import json
 
-    from momentgen.cli import main
+    from momentgen.interface.cli import main
 
     out = tmp_path / "run.json"
     argv = ["simulate", "examples/configs/fig4_linear.toml", "--noise", "0.5", "--momentum", "0.5", "--d", "200"]

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from momentgen.closures import solve_with_closure
-from momentgen.config import ConfigError, load_config
+from momentgen.dynamics.closures import solve_with_closure
 from momentgen.reference import simulate_config
+from momentgen.setting.config import ConfigError, load_config
 
 
 def test_a_log_grid_is_shared_by_the_theory_and_sgd():
@@ -48,7 +48,7 @@ def test_verify_reads_sgd_on_the_most_points_it_resolves(grid):
     """verify's finite-d leg reads SGD on the largest grid (≤ `points`) whose every spacing is at least one SGD step:
     the bisection against a brute-force scan of every point count, and against the closed form ⌊T/step⌋ + 1 on a
     linear grid."""
-    from momentgen.verification_plan import _sgd_points
+    from momentgen.evidence.verification_plan import _sgd_points
 
     config = load_config("fig4_linear", integrate={"grid": grid, "points": 200, "T": 0.5})
     for d, kappa in ((100, 0.05), (200, 0.2), (400, 0.01)):

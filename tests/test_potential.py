@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import sympy
 
-from momentgen.errors import PotentialError, UnsupportedLoss
-from momentgen.losses import builtin, parse_expression
-from momentgen.potential import Potential
+from momentgen.compiler.potential import Potential
+from momentgen.core.errors import PotentialError, UnsupportedLoss
 from momentgen.reference import loss_gradient
+from momentgen.setting.losses import builtin, parse_expression
 
 Q = np.array([[1.0, 0.3], [0.3, 2.0]])
 STATES = {
@@ -227,7 +227,7 @@ def test_token_covariance_enters_phi():
 
 def test_compiled_integrand_is_loaded_from_the_cache_by_a_second_process(tmp_path):
     code = (
-        "from momentgen.losses import builtin; from momentgen.potential import Potential;"
+        "from momentgen.setting.losses import builtin; from momentgen.compiler.potential import Potential;"
         "p = Potential(builtin('mse', activation='tanh'), 'tied'); import numpy as np;"
         "p.evaluate(q=np.eye(2)); k = p._backend.kernel;"
         "print(sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values()))"

@@ -3,17 +3,17 @@
 import numpy as np
 import pytest
 
-from momentgen.closures import solve_with_closure
-from momentgen.config import load_config, parse_config
-from momentgen.errors import ModelError
-from momentgen.hierarchy import Model
-from momentgen.initial import InitSpec, exact_moments, initial_representation
-from momentgen.oracles import marchenko_pastur_rule, riccati_tied_moments, solvable_tied_moments
-from momentgen.potential import Potential
+from momentgen.compiler.hierarchy import Model
+from momentgen.compiler.initial import InitSpec, exact_moments, initial_representation
+from momentgen.compiler.potential import Potential
+from momentgen.compiler.truncation import CoefficientSource
+from momentgen.core.errors import ModelError
+from momentgen.dynamics.closures import solve_with_closure
+from momentgen.evidence.oracles import marchenko_pastur_rule, riccati_tied_moments, solvable_tied_moments
+from momentgen.laws.representation import gram_component, vector_moments
+from momentgen.models.words import enumerate_words, parse
 from momentgen.reference import initial_factors, matrix_flow
-from momentgen.representation import gram_component, vector_moments
-from momentgen.truncation import CoefficientSource
-from momentgen.words import enumerate_words, parse
+from momentgen.setting.config import load_config, parse_config
 
 SOLVABLE = {  # MATH.md §6: Wishart student σ = 1 (ratio 1), teacher I, γ = 0, ℓ = (G1 − G2)²
     "model": {"kind": "tied", "K": 2, "trainable": [1]},
@@ -267,7 +267,7 @@ def test_quadrature_from_given_matrices_tracks_their_matrix_flow(h2_case):
     of those same matrices within its own accuracy (measured 1.6e-3; n = 5 is ≈ 2e-3 from exact
     solutions), while the closure from the d = ∞ law is off by the O(1/d) initial offset
     amplified by the escape (measured 0.075)."""
-    from momentgen.initial import empirical_moments, matrix_moments
+    from momentgen.compiler.initial import empirical_moments, matrix_moments
 
     config, t, exact = h2_case
     factors = initial_factors(config.model, config.inits(), 80, seed=0)

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from scipy.integrate import quad
 
-from momentgen.closures import solve_with_closure, whole_curve_closure
-from momentgen.config import parse_config
-from momentgen.errors import ModelError
-from momentgen.oracles import solvable_tied_risk
-from momentgen.riccati import FixedLaw, StudentLaw, outside_riccati
+from momentgen.core.errors import ModelError
+from momentgen.dynamics.closures import solve_with_closure, whole_curve_closure
+from momentgen.dynamics.riccati import FixedLaw, StudentLaw, outside_riccati
+from momentgen.evidence.oracles import solvable_tied_risk
+from momentgen.setting.config import parse_config
 
 HARD_EDGE = {  # the case: square student (hard edge at 0), Wishart teacher of width 1.5 d, mse(h1)
     "model": {"kind": "tied", "K": 2, "trainable": [1]},

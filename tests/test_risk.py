@@ -1,6 +1,6 @@
 """The population risk (MATH.md §12): the theory's Φ along a curve, and SGD's fresh-sample estimate.
 
-Independent values: the logistic closed form of the solvable tied case (`momentgen.oracles`) for the
+Independent values: the logistic closed form of the solvable tied case (`momentgen.evidence.oracles`) for the
 theory, and Gaussian identities on finite matrices for the SGD side (for symmetric A and x ~ N(0, I),
 ``Var(xᵀAx) = 2 Tr A²``; for any A, ``E[(xᵀAx)²] = (Tr A)² + Tr(AAᵀ) + Tr(A²)``).
 """
@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 import momentgen as mg
-from momentgen.config import parse_config
-from momentgen.losses import builtin
+from momentgen.evidence.oracles import solvable_tied_average as exact_moment
+from momentgen.evidence.oracles import solvable_tied_risk as exact_risk
 from momentgen.models import Model
-from momentgen.oracles import solvable_tied_average as exact_moment
-from momentgen.oracles import solvable_tied_risk as exact_risk
 from momentgen.reference import RiskProbe
+from momentgen.setting.config import parse_config
+from momentgen.setting.losses import builtin
 
 from .test_quadrature import SOLVABLE as QUADRATURE_SOLVABLE
 
@@ -55,7 +55,7 @@ def _hard_edge(degree, rate=1.0, T=5.0):
 @pytest.mark.parametrize("degree", [7, 13, 25])
 def test_the_risk_tail_is_right_in_relative_terms_on_the_hard_edge(degree):
     """The issue's target on MATH.md §12's case (exact risk 2.3 → 1.1e-6 on t ∈ [0, 5]): ≤ 10 % relative error,
-    asserted at 1e-3. Measured with the edge layer (`momentgen.edge`): 3.3e-4 at degrees 7, 13 and 25 (the layer's
+    asserted at 1e-3. Measured with the edge layer (`momentgen.laws.edge`): 3.3e-4 at degrees 7, 13 and 25 (the layer's
     O(step⁴), the same at every order). Before it, at degree 13: 0.016 / 1.6e-4 / 1.3e-7 / 7.7e-13 at
     t = 1 / 1.5 / 2 / 3, relative error 0.91 / 1.0 / 1.0 from t = 1 (degree 25: first above 10 % at t = 0.8).
     The risk's estimate is relative and never below the true error (measured 1.3e-3 against 3.3e-4), so the risk
@@ -148,7 +148,7 @@ def test_the_risk_is_plotted_on_a_log_axis_and_written_to_the_csv(tmp_path):
     import csv
     import json
 
-    from momentgen.cli import main
+    from momentgen.interface.cli import main
 
     result = mg.solve(parse_config({**SOLVABLE, "integrate": {"T": 0.5, "points": 6}}))
     ax = result.plot(words=["risk"], log=True)
@@ -175,8 +175,8 @@ def test_the_riccati_power_law_tail_is_right_in_relative_terms():
     (With a *square* student the hard edge at 0 adds MATH.md §12's problem: measured 3–10 % relative error and
     an estimate that vouches for nothing. The edge layer that fixes it on the hard-edge tests above needs every
     other letter to be a scalar; here the teacher is not.)"""
-    from momentgen.oracles import riccati_tied_moments
-    from momentgen.potential import Potential
+    from momentgen.compiler.potential import Potential
+    from momentgen.evidence.oracles import riccati_tied_moments
 
     raw = {
         "model": {"kind": "tied", "K": 2, "trainable": [1]},
@@ -203,8 +203,8 @@ def test_the_local_slope_column_follows_the_exact_commuting_solution():
     within 0.015 (the grid's second-order differences in log t); tolerance 0.04. On this window the slope still moves
     (−2.2 → −2.5), and `settled_slope` says so."""
     import momentgen as mg
-    from momentgen.oracles import aligned_tied_average
-    from momentgen.risk import settled_slope
+    from momentgen.dynamics.risk import settled_slope
+    from momentgen.evidence.oracles import aligned_tied_average
 
     result = mg.solve("scaling_law", integrate={"T": 2.0, "points": 21})
     t, slope = np.asarray(result.t), np.asarray(result.derived["risk_slope"])
@@ -224,7 +224,7 @@ def test_the_local_slope_column_follows_the_exact_commuting_solution():
 def test_settled_slope_reads_an_exponent_only_once_the_slope_is_flat():
     """A pure power law t^−1.5 has settled (−1.5 over the last decade); t^−1.5 (1 + 10/t) has not on t ≤ 100 (its
     slope still moves by 0.08 there), nor does a run shorter than a decade."""
-    from momentgen.risk import local_slope, settled_slope
+    from momentgen.dynamics.risk import local_slope, settled_slope
 
     t = np.geomspace(0.1, 100, 80)
     exponent, since, message = settled_slope(t, local_slope(t, t**-1.5))

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 import momentgen as mg
-from momentgen.closures import solve_with_closure
-from momentgen.config import ConfigError, parse_config
-from momentgen.matrices import initial_factors
+from momentgen.dynamics.closures import solve_with_closure
 from momentgen.reference import sgd
-from momentgen.schedules import Schedule, TimeChange
+from momentgen.setting.config import ConfigError, parse_config
+from momentgen.setting.matrices import initial_factors
+from momentgen.setting.schedules import Schedule, TimeChange
 
 SOLVABLE = {  # MATH.md §6: Wishart student, teacher I, ℓ = (G1 − G2)²
     "model": {"kind": "tied", "K": 2, "trainable": [1]},

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 import sympy
 
-from momentgen.config import parse_config
-from momentgen.matrices import initial_factors
+from momentgen.evidence.verification import verify
 from momentgen.models import Batch, Model
 from momentgen.models import tied as tied_module
 from momentgen.reference import loss_gradient
-from momentgen.verification import verify
+from momentgen.setting.config import parse_config
+from momentgen.setting.matrices import initial_factors
 
 D, N, LR, GAMMA = 12, 400, 1e-3, 0.1
 

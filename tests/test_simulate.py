@@ -6,16 +6,16 @@ import sys
 import numpy as np
 import pytest
 
-from momentgen.closures import solve_with_closure
-from momentgen.config import parse_config
-from momentgen.hierarchy import Model
-from momentgen.initial import InitSpec
-from momentgen.losses import builtin
-from momentgen.matrices import initial_factors, letter_matrices, sample_factors, trace_moments
-from momentgen.oracles import solvable_tied_moments
-from momentgen.potential import Potential
+from momentgen.compiler.hierarchy import Model
+from momentgen.compiler.initial import InitSpec
+from momentgen.compiler.potential import Potential
+from momentgen.compiler.truncation import CoefficientSource
+from momentgen.dynamics.closures import solve_with_closure
+from momentgen.evidence.oracles import solvable_tied_moments
 from momentgen.reference import SGDRun, matrix_flow, sgd, simulate_config, steps_for
-from momentgen.truncation import CoefficientSource
+from momentgen.setting.config import parse_config
+from momentgen.setting.losses import builtin
+from momentgen.setting.matrices import initial_factors, letter_matrices, sample_factors, trace_moments
 
 LINEAR = builtin("mse", L=1, K=2, activation="h1")
 INITS = {
@@ -172,7 +172,7 @@ def test_progress_is_a_status_line_in_a_log_and_silent_when_asked(capsys, monkey
     instead of nothing; progress=False is silent; a Jupyter kernel counts as watched (a tqdm.auto bar)."""
     import sys
 
-    from momentgen import progress
+    from momentgen.core import progress
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
     monkeypatch.delitem(sys.modules, "ipykernel", raising=False)

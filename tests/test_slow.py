@@ -5,16 +5,16 @@ import json
 import numpy as np
 import pytest
 
-from momentgen.api import verify
-from momentgen.examples import names
-from momentgen.hierarchy import MAX_BYTES, Model, build
-from momentgen.initial import InitSpec
-from momentgen.losses import builtin
-from momentgen.matrices import sample_factors
-from momentgen.oracles import solvable_tied_moments
-from momentgen.potential import Potential
+from momentgen.compiler.hierarchy import MAX_BYTES, Model, build
+from momentgen.compiler.initial import InitSpec
+from momentgen.compiler.potential import Potential
+from momentgen.compiler.truncation import CoefficientSource
+from momentgen.evidence.oracles import solvable_tied_moments
+from momentgen.interface.api import verify
 from momentgen.reference import matrix_flow, sgd
-from momentgen.truncation import CoefficientSource
+from momentgen.setting.examples import names
+from momentgen.setting.losses import builtin
+from momentgen.setting.matrices import sample_factors
 
 pytestmark = pytest.mark.slow
 
@@ -86,9 +86,9 @@ def test_matrix_model_closure_at_n_800_on_the_tied_h2_escape():
     happened to be closer: 1.4e-3). Asserted: 4/n."""
     from pathlib import Path
 
-    from momentgen.closures import solve_with_closure
-    from momentgen.config import load_config
-    from momentgen.oracles import riccati_tied_moments
+    from momentgen.dynamics.closures import solve_with_closure
+    from momentgen.evidence.oracles import riccati_tied_moments
+    from momentgen.setting.config import load_config
 
     config = load_config(Path(__file__).resolve().parents[1] / "examples" / "configs" / "fig2_tied_h2.toml")
     config = config.replace(integrate=dict(T=2.5, points=26))
@@ -144,9 +144,9 @@ def test_a_batch_schedule_moves_kappa_as_sgd_feels_it(monkeypatch):
     t ∈ [0, 0.3], 3 seeds, the stochastic matrix model of each run's matrices with κ(s) = κ₀/b(u). Measured sup
     over t of |SGD − theory| on μ(S1), μ(S1²): 0.0020, 0.0088 (SE 0.0029, 0.010); with κ held at κ₀ 0.030,
     0.244. Asserted: within 3 SE + 0.01, and the constant κ₀ ≥ 5× worse (measured 28×)."""
-    from momentgen.closures import solve_with_closure
-    from momentgen.config import parse_config
-    from momentgen.schedules import TimeChange
+    from momentgen.dynamics.closures import solve_with_closure
+    from momentgen.setting.config import parse_config
+    from momentgen.setting.schedules import TimeChange
 
     from .test_schedules import SOLVABLE, sgd_minus_theory
 
@@ -170,7 +170,7 @@ def test_degree_20_with_the_finite_lr_term_builds_within_the_default_limit():
     with the quadratic terms merged within each word as they are derived it builds under the default 8 GiB
     guard. Measured: 58 218 words, 5.8e6 quadratic terms over 3.2e5 distinct pairs, 22 s, 1.7 GB peak RSS;
     the estimate says 1.7 GiB."""
-    from momentgen.hierarchy import estimate
+    from momentgen.compiler.hierarchy import estimate
 
     model = MODEL
     assert estimate(model, 20, "all", noise=True)["bytes"] < MAX_BYTES

@@ -6,16 +6,16 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from momentgen.closures import solve_with_closure
-from momentgen.config import load_config, parse_config
-from momentgen.hierarchy import Model, build
-from momentgen.initial import InitSpec, empirical_moments
-from momentgen.integrate import solve
-from momentgen.losses import builtin
-from momentgen.matrices import letter_matrices, sample_factors, trace_moments
-from momentgen.oracles import solvable_tied_moments
-from momentgen.potential import Potential
-from momentgen.truncation import Truncation, from_config
+from momentgen.compiler.hierarchy import Model, build
+from momentgen.compiler.initial import InitSpec, empirical_moments
+from momentgen.compiler.potential import Potential
+from momentgen.compiler.truncation import Truncation, from_config
+from momentgen.dynamics.closures import solve_with_closure
+from momentgen.dynamics.integrate import solve
+from momentgen.evidence.oracles import solvable_tied_moments
+from momentgen.setting.config import load_config, parse_config
+from momentgen.setting.losses import builtin
+from momentgen.setting.matrices import letter_matrices, sample_factors, trace_moments
 
 SOLVABLE = {
     "model": {"kind": "tied", "L": 1, "K": 2, "trainable": [1], "gamma": 1.0},

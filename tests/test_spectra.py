@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import momentgen as mg
-from momentgen.cli import main
-from momentgen.config import parse_config
-from momentgen.errors import MomentgenError
+from momentgen.core.errors import MomentgenError
+from momentgen.interface.cli import main
+from momentgen.setting.config import parse_config
 
 from .test_risk import SOLVABLE
 
@@ -48,7 +48,7 @@ def test_the_exact_cdf_is_the_marchenko_pastur_law_at_t0():
 
 def test_the_quadrature_spectrum_is_within_kolmogorov_003_of_the_exact_law():
     """Degree 25 (order n = 12): Kolmogorov distance at t = 0, 0.5, 1, 2 measured 0.0056, 0.0062, 0.0063, 0.0062
-    with the edge layer of `momentgen.edge` (asserted ≤ 0.02; the issue's target is 0.03). Without it (the plain
+    with the edge layer of `momentgen.laws.edge` (asserted ≤ 0.02; the issue's target is 0.03). Without it (the plain
     Gauss rule) 0.016, 0.016, 0.017, 0.024: the largest gap was at the hard edge, where the smallest node's mass
     was spread down to 0."""
     config = parse_config({**SOLVABLE, "integrate": {"T": 2.0, "points": 5}})

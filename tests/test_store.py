@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import momentgen as mg
-from momentgen import api
-from momentgen.cli import main
+from momentgen.interface import api
+from momentgen.interface.cli import main
 
 CONFIG = mg.load_config("fig4_linear", integrate={"T": 0.02, "points": 5})
 

@@ -10,18 +10,18 @@ import json
 import numpy as np
 import pytest
 
-from momentgen.cli import main
-from momentgen.closures import CLOSURES, solve_with_closure
-from momentgen.config import ConfigError, load_config, parse_config
-from momentgen.hierarchy import Model, build
-from momentgen.initial import InitSpec
-from momentgen.losses import builtin
-from momentgen.matrices import sample_factors
-from momentgen.oracles import riccati_tied_moments, solvable_tied_moments
-from momentgen.potential import Potential
-from momentgen.potential.quadrature import _difference, _scale
-from momentgen.problem import Problem
-from momentgen.truncation import from_config
+from momentgen.compiler.hierarchy import Model, build
+from momentgen.compiler.initial import InitSpec
+from momentgen.compiler.potential import Potential
+from momentgen.compiler.potential.quadrature import _difference, _scale
+from momentgen.compiler.truncation import from_config
+from momentgen.dynamics.closures import CLOSURES, solve_with_closure
+from momentgen.dynamics.problem import Problem
+from momentgen.evidence.oracles import riccati_tied_moments, solvable_tied_moments
+from momentgen.interface.cli import main
+from momentgen.setting.config import ConfigError, load_config, parse_config
+from momentgen.setting.losses import builtin
+from momentgen.setting.matrices import sample_factors
 
 WORDS = ("S1", "S1 S1", "S1 S2")
 
@@ -66,9 +66,9 @@ def test_rank_deficient_representation_has_an_exact_kernel():
     """The rank split gives the student letter an exact kernel whose weight in the state vector is
     the atom's mass 1 − r (spectral measure of X at e₀), while every moment to degree 2n + 1 stays
     exact (against the planar-pairing moments, an independent computation)."""
-    from momentgen.initial import exact_moments, initial_representation
-    from momentgen.representation import vector_moments
-    from momentgen.words import enumerate_words, parse
+    from momentgen.compiler.initial import exact_moments, initial_representation
+    from momentgen.laws.representation import vector_moments
+    from momentgen.models.words import enumerate_words, parse
 
     model = Model("tied", 2, [1])
     specs = {1: InitSpec(width_ratio=0.3, scale=0.8), 2: InitSpec(scale=0.6, width_ratio=0.4)}
@@ -90,7 +90,7 @@ def test_rank_deficient_representation_has_an_exact_kernel():
 def test_estimate_bounds_the_error_near_the_hard_edge(r, degree, before):
     """Exactly solvable case on [0, 2], where the flow stretches the layer at the hard edge of the
     Marchenko–Pastur law (r = 1) or must hold its atom (r = 0.5). Measured error / estimate:
-    r = 1, n = 16: 5.2e-6 / 4.1e-5; n = 32: 2.8e-6 / 2.2e-5 (the edge layer of `momentgen.edge`; with the
+    r = 1, n = 16: 5.2e-6 / 4.1e-5; n = 32: 2.8e-6 / 2.2e-5 (the edge layer of `momentgen.laws.edge`; with the
     Gauss–Radau legs and no layer: 1.76e-2 / 5.5e-2 and 8.5e-3 / 2.4e-2); r = 0.5, n = 6: 1.4e-4 / 4.7e-4.
     Before the Radau legs (orders n and n − 1 only) the estimates were 1.86e-3, 4.92e-4 and 0.105 (against
     errors 1.76e-2, 8.5e-3 and 0.43): 10–30× low. Now error ≤ estimate ≤ 10 × error."""
@@ -407,7 +407,7 @@ def test_sgd_flow_and_theory_start_from_the_configured_mean():
     (words even in M: q⁽¹⁾, q⁽²⁾, t^A, t^B) by O(1/d) only — measured against the same draw
     unshifted: 0.044 at d = 100, 0.011 at d = 400 (a factor 4); asserted < 0.13 and a factor > 3.
     Words odd in M carry μ(M) = m/√d: the mean itself, which the theory carries as m."""
-    from momentgen.matrices import letter_matrices, trace_moments
+    from momentgen.setting.matrices import letter_matrices, trace_moments
 
     model = Model("untied", 2, [1])
     untied_means = model.definition.matrices.means

@@ -6,11 +6,11 @@ import json
 import numpy as np
 import pytest
 
-from momentgen import examples
-from momentgen.cli import main
-from momentgen.config import ConfigError, parse_config
-from momentgen.potential import Potential
-from momentgen.verification import verify
+from momentgen.compiler.potential import Potential
+from momentgen.evidence.verification import verify
+from momentgen.interface.cli import main
+from momentgen.setting import examples
+from momentgen.setting.config import ConfigError, parse_config
 
 from .test_compare import write_config
 
@@ -99,9 +99,9 @@ def test_mean_increments_is_the_eigenvalue_flow_at_small_lr():
     follows λ̇ = 4λ(c − λ) (MATH.md §7), so dμ(S1)/dt at t = 0 is 4(c μ1 − μ2) of the matrices
     themselves. The mean SGD step (η = 1e-3, B = 256: κ ≈ 1e-3, the Itô term negligible) per unit
     of t = 4nη/d matches it within 4 SE + 2 % (the O(1/d) of a finite-d Φ; measured 0.3 SE)."""
-    from momentgen.matrices import initial_factors, letter_matrices, trace_moments
+    from momentgen.models.words import parse
     from momentgen.reference import mean_increments
-    from momentgen.words import parse
+    from momentgen.setting.matrices import initial_factors, letter_matrices, trace_moments
 
     config, d = solvable(), 200
     factors = initial_factors(config.model, config.inits(), d, 0)
@@ -183,7 +183,7 @@ def test_a_cross_check_that_stops_early_does_not_crash():
 
 def test_an_unexpected_error_in_a_leg_is_a_failed_leg(monkeypatch):
     """Any exception inside a leg is that leg's failure with its message, never a traceback."""
-    from momentgen import verification
+    from momentgen.evidence import verification
 
     def broken(*args):
         raise IndexError("boolean index did not match")
@@ -221,7 +221,7 @@ def test_a_budget_chooses_seeds_steps_and_dimensions_and_reports_the_plan(monkey
     d = 25 does (0.75·2·2/1 = 3 seeds), and the finite-d leg runs there; the drift, whose cost does not grow
     with the horizon, keeps the largest d its steps fit at (0.25·2/(2·1 ms) = 250 drift steps at d = 100, 200:
     a 1/d extrapolation from small d is off by O(1/d²) — measured 6 SE on fig2_tied_h2's long horizon)."""
-    from momentgen import verification, verification_plan
+    from momentgen.evidence import verification, verification_plan
 
     monkeypatch.setattr(verification_plan, "_costs", lambda config, start, dims, *rest: (2e-3, dims[0] / 25))
     monkeypatch.setattr(verification, "elapsed", lambda begin: 0.0)  # the theory's legs cost nothing here
@@ -240,7 +240,7 @@ def test_the_budget_counts_what_the_theorys_legs_spent(monkeypatch):
     0.85 · 3 s (the finite-d leg at d = 25, 50 with 3 seeds, the drift 637 steps); a budget the theory's legs spend
     alone is refused and says so. (Measured, not asserted: `verify wishart_teacher --budget 120` took 139 s before —
     the theory legs and the probes outside the plan — and 99.6 s now.)"""
-    from momentgen import verification, verification_plan
+    from momentgen.evidence import verification, verification_plan
 
     monkeypatch.setattr(verification_plan, "_costs", lambda config, start, dims, *rest: (1e-3, dims[0] / 25))
     monkeypatch.setattr(verification, "elapsed", lambda begin: 4.0)

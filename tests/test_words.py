@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from momentgen.errors import WordError
-from momentgen.matrices import letter_matrices, trace_moments
-from momentgen.words import Alphabet, canonical, canonical_codes, enumerate_words, format_word, letters, parse
+from momentgen.core.errors import WordError
+from momentgen.models.words import Alphabet, canonical, canonical_codes, enumerate_words, format_word, letters, parse
+from momentgen.setting.matrices import letter_matrices, trace_moments
 
 from .conftest import random_factors
 
@@ -157,7 +157,7 @@ def test_trace_moments_cuts_every_word_into_two_shared_halves(rng):
     import itertools
     from unittest import mock
 
-    from momentgen import matrices
+    from momentgen.setting import matrices
 
     d = 30
     letters_ = [rng.standard_normal((d, d)) for _ in range(3)] + [np.diag(rng.uniform(0.5, 2, d)), 0.7 * np.eye(d)]

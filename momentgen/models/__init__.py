@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import ModelError, WordError
+from ..core.errors import ModelError, WordError
 from .alphabet import Alphabet
 from .base import NOISE_FAMILIES, Batch, Family, ModelKind, Rule
 from .registry import KINDS, get

@@ -11,7 +11,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..errors import WordError
+from ..core.errors import WordError
 from . import registry
 from .base import SIGMA
 

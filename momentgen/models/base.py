@@ -38,8 +38,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..errors import ModelError
-from ..representation import gram_component
+from ..core.errors import ModelError
+from ..laws.representation import gram_component
 
 #: The name of the data-covariance letter Σ in words (one letter for every index: the data are shared).
 SIGMA = "Sigma"

@@ -12,7 +12,7 @@ not close, so neither does the hierarchy.
 
 import numpy as np
 
-from ..errors import ModelError
+from ..core.errors import ModelError
 from .base import Family, KindLaws, KindMatrices, ModelKind, Rule, sandwich, sigma_letter, token_mix, token_pairs
 
 __all__ = ["DIRECT", "Direct"]

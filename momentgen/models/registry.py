@@ -1,6 +1,6 @@
 """The registry of model kinds: configuration ``kind`` → its `ModelKind` (one line per kind)."""
 
-from ..errors import WordError
+from ..core.errors import WordError
 from .direct import DIRECT
 from .symmetric import SYMMETRIC
 from .tied import TIED

@@ -27,7 +27,7 @@ With a data covariance Σ (MATH.md §10): centring ``C_ij Tr(Σ S_k)/√d``, ``q
 
 import numpy as np
 
-from ..representation import jacobi_component
+from ..laws.representation import jacobi_component
 from .base import (
     Family,
     KindLaws,

@@ -11,9 +11,9 @@ and every inserted ``S_l`` becomes ``Σ S_l Σ``: ``dW_k/dt = −Σ_l Γ_kl Σ S
 
 import numpy as np
 
-from ..edge import free_poisson_law
-from ..errors import ModelError
-from ..representation import free_poisson_component
+from ..core.errors import ModelError
+from ..laws.edge import free_poisson_law
+from ..laws.representation import free_poisson_component
 from .base import (
     Family,
     KindLaws,

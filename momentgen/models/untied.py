@@ -17,7 +17,7 @@ inserted letter (M ↦ Σ B, A Σ), the a⁽ʳ⁾ rules insert Σ M_l Σ, and β
 
 import numpy as np
 
-from ..errors import InfeasibleState, ModelError
+from ..core.errors import InfeasibleState, ModelError
 from .base import (
     Family,
     KindLaws,
