@@ -41,14 +41,14 @@ _MOVED = {
     "store": "core",
     **dict.fromkeys(("representation", "edge", "commuting"), "laws"),
     "words": "models",
-    **dict.fromkeys(("data", "inits", "losses", "schedules", "matrices", "spectra", "flow"), "setting"),
-    **dict.fromkeys(("config", "examples"), "setting"),
+    **dict.fromkeys(("data", "inits", "losses", "schedules", "matrices", "spectra", "flow", "arguments"), "setting"),
+    "config": "setting",
     **dict.fromkeys(("hierarchy", "program", "printers", "slaved_mean", "initial", "truncation"), "compiler"),
     **dict.fromkeys(("emit", "potential"), "compiler"),
     **dict.fromkeys(("integrate", "problem", "closure_base", "closures", "riccati", "risk"), "dynamics"),
     **dict.fromkeys(("ensemble", "results"), "dynamics"),
     **dict.fromkeys(("oracles", "comparison", "verification", "verification_plan", "evolution"), "evidence"),
-    **dict.fromkeys(("arguments", "api", "cli"), "interface"),
+    **dict.fromkeys(("api", "cli", "examples"), "interface"),
 }
 _RENAMED = {"_kernel": "compiler.kernel"}
 
@@ -102,7 +102,7 @@ _LAZY = {
 
 
 #: Submodules reachable as attributes without an import of their own (``momentgen.examples.names()``).
-_SUBMODULES = {"examples": "setting.examples", "figures": "core.figures", "oracles": "evidence.oracles"}
+_SUBMODULES = {"examples": "interface.examples", "figures": "core.figures", "oracles": "evidence.oracles"}
 
 
 def __getattr__(name):

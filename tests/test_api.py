@@ -186,7 +186,7 @@ def test_where_no_closure_is_named_the_one_that_vouches_runs():
 
 
 def test_papercuts_of_the_first_hour():
-    """Issue 45's papercuts: `setting.examples.names()` without importing the submodule; `plot(words="risk")` is
+    """Issue 45's papercuts: `momentgen.examples.names()` without importing the submodule; `plot(words="risk")` is
     one column (it was read letter by letter: "no column 'r'"); `q11`/`q12` name the order parameters the figures
     label; a sweep over sgd.schedule says that the configuration's warm-up reaches every arm."""
     import subprocess

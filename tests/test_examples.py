@@ -74,7 +74,7 @@ def test_the_readme_indexes_every_shipped_configuration():
     """Issue 32: the README's index of `examples/configs/` names every shipped configuration, and only those."""
     import re
 
-    from momentgen.setting.examples import names
+    from momentgen.setting.shipped import names
 
     text = (ROOT / "README.md").read_text()
     index = text.split("| config | what it is for |")[1].split("\n\n")[0]

@@ -12,9 +12,9 @@ from momentgen.compiler.truncation import CoefficientSource
 from momentgen.evidence.oracles import solvable_tied_moments
 from momentgen.interface.api import verify
 from momentgen.reference import matrix_flow, sgd
-from momentgen.setting.examples import names
 from momentgen.setting.losses import builtin
 from momentgen.setting.matrices import sample_factors
+from momentgen.setting.shipped import names
 
 pytestmark = pytest.mark.slow
 

@@ -8,6 +8,7 @@ __all__ = [
     "MomentgenError",
     "WordError",
     "ModelError",
+    "ConfigError",
     "UnsupportedLoss",
     "PotentialError",
     "InfeasibleState",
@@ -35,6 +36,10 @@ class WordError(MomentgenError, ValueError):
 
 class ModelError(MomentgenError, ValueError):
     """A model, degree, trainable set or observable list that cannot be compiled."""
+
+
+class ConfigError(ModelError):
+    """A configuration file that cannot be used as written."""
 
 
 class UnsupportedLoss(MomentgenError, ValueError):

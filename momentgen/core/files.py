@@ -235,9 +235,7 @@ def provenance(config=None):
     if config is not None:
         out["config"] = {"source": config.source, "hash": config.digest, "tables": config.raw}
         if config.source:  # the file as shipped, before any override: what `tests/test_figures.py` compares
-            from ..setting.config import load_config  # noqa: PLC0415 - config imports this module
-
-            out["config"]["file_hash"] = load_config(config.source).digest
+            out["config"]["file_hash"] = config.file_digest
     return out
 
 

@@ -58,9 +58,9 @@ from ..core.files import PAPER_FORMATS, provenance, save_figure, write_csv, writ
 from ..core.parallel import check_n_jobs, run_tasks
 from ..dynamics.closures import CLOSURES, momentum_caveat, solve_with_closure, whole_curve_closure
 from ..dynamics.results import REACHED
-from ..interface.arguments import int_list, seed_list
 from ..models.words import parse
 from ..reference.online_sgd import config_sgd, mean_increments
+from ..setting.arguments import int_list, seed_list
 from ..setting.config import ConfigError, parse_config
 from .verification_plan import MIN_STEPS, _check_sgd_runs, _plan, _sgd_points, _States, check_budget, elapsed
 

@@ -1,2 +1,2 @@
-"""How people call momentgen: the notebook API (`api`), the command line (`cli`) and the one validation of their
-arguments (`arguments`)."""
+"""How people call momentgen: the notebook API (`api`), the command line (`cli`) and the shipped configurations'
+public face (`examples`)."""

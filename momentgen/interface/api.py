@@ -33,8 +33,8 @@ from ..dynamics.results import Result
 from ..evidence import comparison as _compare
 from ..evidence import verification as _verify
 from ..reference.online_sgd import simulate_config
+from ..setting.arguments import int_list, names, seed_list
 from ..setting.config import ConfigError, load_config, parse_config
-from .arguments import int_list, names, seed_list
 
 __all__ = ["load_config", "solve", "simulate", "compare", "verify", "sweep", "stored", "Comparison", "Sweep"]
 

@@ -39,8 +39,8 @@ import re
 
 import numpy as np
 
-from .. import models
 from ..core.errors import WordError
+from . import Model, registry
 from .alphabet import SIGMA, Alphabet
 
 __all__ = [
@@ -55,21 +55,21 @@ __all__ = [
     "least_rotation",
 ]
 
-MODELS = tuple(models.KINDS)
+MODELS = tuple(registry.KINDS)
 _TOKEN = re.compile(r"^([A-Za-z]+)(\d+)(\^T)?$")
 
 
 def check_model(model):
     """Return ``model`` if it is a registered kind (`momentgen.models.KINDS`) or a `momentgen.models.Model`, else
     raise a `WordError`."""
-    if not isinstance(model, models.Model):
-        models.get(model)
+    if not isinstance(model, Model):
+        registry.get(model)
     return model
 
 
 def _lettering(model, K=None):
     """(kind name, K, Σ's code or None) of a kind name (no Σ) or a `momentgen.models.Model`."""
-    if isinstance(model, models.Model):
+    if isinstance(model, Model):
         return model.kind, model.K, model.sigma_code
     return check_model(model), K, None
 
@@ -83,7 +83,7 @@ def _parse_letter(token, model, K):
             )
         return sigma
     match = _TOKEN.match(token)
-    kinds = models.get(model).letter_kinds
+    kinds = registry.get(model).letter_kinds
     if match is None:
         raise WordError(f"bad letter {token!r} in the {model} model: letters look like {_letter_list(model)}")
     base, k, transposed = match.groups()
@@ -99,7 +99,7 @@ def _parse_letter(token, model, K):
 
 def _letter_list(model):
     kind, _, sigma = _lettering(model)
-    names = [k.replace("^", "k^") if "^" in k else k + "k" for k in models.get(kind).letter_kinds]
+    names = [k.replace("^", "k^") if "^" in k else k + "k" for k in registry.get(kind).letter_kinds]
     return ", ".join(names + ([SIGMA] if sigma is not None else []))
 
 
@@ -127,20 +127,20 @@ def format_word(codes, model):
     >>> format_word((0, 5), "untied")
     'M1 M2^T'
     """
-    if isinstance(model, models.Model):
+    if isinstance(model, Model):
         return " ".join(model.alphabet.name(int(c)) for c in codes)
-    n = len(models.get(model).letter_kinds)
+    n = len(registry.get(model).letter_kinds)
     return " ".join(Alphabet(model, max(codes) // n + 1).name(int(c)) for c in codes)
 
 
 def canonical_codes(codes, model):
     """Canonical form of a word given as letter codes (Booth's least rotation, O(w))."""
     codes = tuple(int(c) for c in codes)
-    if isinstance(model, models.Model):
+    if isinstance(model, Model):
         flip = model.alphabet.transpose
         reversal = tuple(int(flip[c]) for c in reversed(codes))
     else:
-        definition = models.get(model)
+        definition = registry.get(model)
         n, flip = len(definition.letter_kinds), definition.transposes
         reversal = tuple((c // n) * n + flip[c % n] for c in reversed(codes))
     return min(_least_rotation(codes), _least_rotation(reversal))

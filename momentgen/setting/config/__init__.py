@@ -104,6 +104,7 @@ from ..inits import InitSpec
 from ..losses import builtin, parse_expression
 from ..matrices import initial_factors, load_factors, means, read_covariance
 from ..schedules import TimeChange, effective_lr, kappa_of, tabulate
+from ..shipped import config_path, names
 from .checks import _check_file_means, _check_loss, _check_schedules, _check_together, _schedule
 from .schema import _SCHEMA, CLOSURES, METHODS, ConfigError, Settings, _check_keys, _table
 
@@ -174,6 +175,12 @@ class Config:
         not at their default, so a configuration that does not use the feature keeps its digest (its figures'
         provenance, its generated modules)."""
         return hashlib.sha256(json.dumps(_digest_view(self.raw), sort_keys=True).encode()).hexdigest()
+
+    @property
+    def file_digest(self):
+        """The `digest` of the source file as it is, before any override this configuration applied (a figure's
+        provenance records both); None for a configuration built from a dict."""
+        return load_config(self.source).digest if self.source else None
 
     @property
     def kappa(self):
@@ -415,8 +422,6 @@ def _locate(source):
     except MomentgenError as error:
         raise ConfigError(str(error)) from None
     if not path.exists() and path.suffix == "" and path.parent == pathlib.Path("."):
-        from ..examples import config_path  # noqa: PLC0415 - examples imports this module
-
         return config_path(str(source))
     return path
 
@@ -442,7 +447,6 @@ def _read_toml(path):
 
 def _nearby(path):
     """A suggestion for a mistyped configuration path: a close name in the same folder, or a shipped example."""
-    from ..examples import names  # noqa: PLC0415 - examples imports this module
 
     folder = path.parent if path.parent.is_dir() else None
     candidates = [p.name for p in folder.glob("*.toml")] if folder else []

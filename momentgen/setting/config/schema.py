@@ -1,4 +1,5 @@
-"""Every table and key of a configuration: its default and its validator (`_SCHEMA`), and `ConfigError`."""
+"""Every table and key of a configuration: its default and its validator (`_SCHEMA`), and `ConfigError` (defined in
+`momentgen.core.errors`, re-exported here and by `momentgen.config`)."""
 
 import difflib
 import math
@@ -9,15 +10,10 @@ from types import MappingProxyType
 import numpy as np
 
 from ... import models
-from ...core.errors import ModelError, shown
+from ...core.errors import ConfigError, shown
 from ..data import COVARIANCES
 from ..inits import INIT_KINDS
 from ..schedules import FORMS, TABULATED
-
-
-class ConfigError(ModelError):
-    """A configuration file that cannot be used as written."""
-
 
 # ---- validators: each returns the cleaned value or raises ValueError saying what is required ----
 

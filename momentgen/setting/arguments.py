@@ -5,7 +5,7 @@ configuration key it sets (`momentgen.config`)."""
 import numpy as np
 
 from ..core.errors import shown
-from ..setting.config import ConfigError
+from .config import ConfigError
 
 __all__ = ["seed_list", "int_list", "names"]
 
