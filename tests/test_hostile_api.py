@@ -514,7 +514,17 @@ def test_plotting_an_empty_result_says_so():
     """Before: `Result.plot()` on a result with no times raised a bare IndexError."""
     from momentgen.dynamics.results import Result
 
-    empty = Result("tied", "zero", "t", np.array([]), {}, {}, "failed", "stopped at once", 0.0)
+    empty = Result(
+        np.array([]),
+        "failed",
+        "stopped at once",
+        model="tied",
+        closure="zero",
+        time_scale="t",
+        series={},
+        derived={},
+        valid_until=0.0,
+    )
     with pytest.raises(MomentgenError, match="nothing to plot"):
         empty.plot()
 

@@ -421,7 +421,17 @@ def test_a_scheduled_runs_messages_and_risk_window_are_on_the_nominal_axis():
     config = load_config("fig4_linear", integrate={"T": T, "points": 5}, sgd={"schedule": "linear", "final": 0.0})
     problem = Problem(config)
     s = float(problem.times[2])
-    result = Result("tied", "zero", "t", problem.times, {}, {}, "blowup", f"blowup at t = {s:.6g}: too large", s)
+    result = Result(
+        problem.times,
+        "blowup",
+        f"blowup at t = {s:.6g}: too large",
+        model="tied",
+        closure="zero",
+        time_scale="t",
+        series={},
+        derived={},
+        valid_until=s,
+    )
     result.extra["risk_valid_until"] = s
     reported = problem.on_nominal_axis(result)
     nominal = T * (1 - np.sqrt(1 - 2 * s / T))

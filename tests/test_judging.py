@@ -155,12 +155,35 @@ def test_a_result_that_vouches_for_less_than_its_horizon_is_partial():
 
     problem = Problem(CONFIG)
     for valid_until, status in ((0.5, "partial"), (1.0, "ok")):
-        result = Result("tied", "zero", "t", np.array([0.0, 0.5, 1.0]), {}, {}, "ok", "fine", valid_until)
+        result = Result(
+            np.array([0.0, 0.5, 1.0]),
+            "ok",
+            "fine",
+            model="tied",
+            closure="zero",
+            time_scale="t",
+            series={},
+            derived={},
+            valid_until=valid_until,
+        )
         reported = _reported(problem, result)
         assert reported.status == status
     assert (
         "vouched for until 0.5 of 1"
-        in _reported(problem, Result("tied", "zero", "t", np.array([0.0, 0.5, 1.0]), {}, {}, "ok", "fine", 0.5)).message
+        in _reported(
+            problem,
+            Result(
+                np.array([0.0, 0.5, 1.0]),
+                "ok",
+                "fine",
+                model="tied",
+                closure="zero",
+                time_scale="t",
+                series={},
+                derived={},
+                valid_until=0.5,
+            ),
+        ).message
     )
 
 

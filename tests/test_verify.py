@@ -8,8 +8,8 @@ import pytest
 
 from momentgen.compiler.potential import Potential
 from momentgen.evidence.verification import verify
-from momentgen.interface.cli import main
 from momentgen.interface import examples
+from momentgen.interface.cli import main
 from momentgen.setting.config import ConfigError, parse_config
 
 from .test_compare import write_config

@@ -22,8 +22,9 @@ from scipy.integrate import BDF, DOP853, LSODA, RK45, Radau
 from scipy.optimize import brentq
 
 from .progress import STATUS_EVERY
+from .trajectory import Trajectory
 
-__all__ = ["SOLVERS", "DENSE_JACOBIAN_MAX", "Event", "Trajectory", "integrate"]
+__all__ = ["SOLVERS", "DENSE_JACOBIAN_MAX", "Event", "States", "integrate"]
 
 SOLVERS = {"LSODA": LSODA, "DOP853": DOP853, "RK45": RK45, "Radau": Radau, "BDF": BDF}
 DENSE_JACOBIAN_MAX = 3000  # LSODA keeps a dense n × n Jacobian (72 MB at this size): the largest state it gets
@@ -47,18 +48,12 @@ class Event:
     why: str
 
 
-@dataclass
-class Trajectory:
-    """States at the output grid points reached, and how the run ended.
+@dataclass(kw_only=True)
+class States(Trajectory):
+    """The stepping loop's `Trajectory`: ``y`` (n, dim), the state at each output time reached; ``t_stop``: the last
+    time reached (past ``t[-1]`` when the run stopped between grid points); ``nfev``, ``steps``: the counts."""
 
-    ``t``: shape (n,), ``y``: shape (n, dim); ``status``: "ok", an event's status, "failed" or
-    the status of a recoverable error that persisted; ``t_stop``: last time reached.
-    """
-
-    t: np.ndarray
     y: np.ndarray
-    status: str
-    message: str
     t_stop: float
     nfev: int = 0
     steps: int = 0
@@ -93,7 +88,7 @@ def integrate(
         smaller steps, and if that keeps failing the run stops with the error's own ``status``
         attribute (or ``recoverable_status``)
 
-    Returns a `Trajectory` (never raises for an event or a recoverable error).
+    Returns its `States` (never raises for an event or a recoverable error).
     """
     if method not in SOLVERS:
         raise ValueError(f"method must be one of {', '.join(SOLVERS)}, got {method!r}")
@@ -130,7 +125,15 @@ class _Run:
         return self.solver_class(self.fun, self.t, self.y, self.T, max_step=max_step, **self.options)
 
     def finish(self, status, message, t_stop):
-        return Trajectory(np.array(self.ts), np.array(self.ys), status, message, float(t_stop), self.nfev, self.steps)
+        return States(
+            np.array(self.ts),
+            status,
+            message,
+            y=np.array(self.ys),
+            t_stop=float(t_stop),
+            nfev=self.nfev,
+            steps=self.steps,
+        )
 
     def go(self, events, on_step, recoverable, recoverable_status):
         self.events, self.on_step, self.recoverable, self.recoverable_status = (
@@ -170,7 +173,7 @@ class _Run:
 
     def retry(self, error):
         """A trial stage met a recoverable error: restart from the last accepted point under a shorter step
-        limit (None), or stop the run (its `Trajectory`) when that keeps failing."""
+        limit (None), or stop the run (its `States`) when that keeps failing."""
         solver = self.solver
         self.nfev += solver.nfev
         self.failures += 1
@@ -188,7 +191,7 @@ class _Run:
         return None
 
     def accept(self, stop, outputs):
-        """Record an accepted step's outputs; the run's `Trajectory` when it ends here (an event, a stall),
+        """Record an accepted step's outputs; the run's `States` when it ends here (an event, a stall),
         else None after advancing the explicit state (``on_step``) and relaxing a reduced step limit."""
         solver = self.solver
         t_new, y_new = solver.t, solver.y

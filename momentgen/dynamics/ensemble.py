@@ -103,14 +103,8 @@ def run_ensemble(problem, size, seeds, means, n_jobs=2):
     info = {"standard_error": {w: error[i] for i, w in enumerate(problem.words)}, "draws": int(main.sum())}
     if not main.all():
         info["other_branch"] = int((~main).sum())
-    return FlowRun(
-        runs[0][0][:reached],
-        {w: mean[i] for i, w in enumerate(problem.words)},
-        np.zeros((reached, 0)),
-        status,
-        message,
-        info,
-    )
+    series = {w: mean[i] for i, w in enumerate(problem.words)}
+    return FlowRun(runs[0][0][:reached], status, message, series=series, probes=np.zeros((reached, 0)), info=info)
 
 
 def main_branch(values, spread=10.0):

@@ -16,33 +16,26 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.errors import STATE_ERRORS, MomentgenError
-from ..core.stepper import DENSE_JACOBIAN_MAX, Event, integrate
+from ..core.stepper import DENSE_JACOBIAN_MAX, Event, States, integrate
 
 __all__ = ["SolveResult", "solve", "validity_horizon", "last_time_within", "audited"]
 
 METHODS_WITH_JACOBIAN = ("Radau", "BDF")
 
 
-@dataclass
-class SolveResult:
-    """A trajectory on the model's time axis and how the integration ended.
+@dataclass(kw_only=True)
+class SolveResult(States):
+    """A truncation's solution: the stepping loop's `States` on the model's time axis, labelled.
 
-    ``t``: shape (n,), the output grid up to where integration stopped; ``y``: shape
-    (n, n_words), moments in program order; ``status``: "ok", "blowup",
+    ``y``: shape (n, n_words), moments in program order (``words``); ``status``: "ok", "blowup",
     "left-feasible-set" or "failed"; ``t_stop``: last time reached (the trustworthy part
     of the trajectory is `validity_horizon`'s business, which compares two degrees).
     """
 
-    t: np.ndarray
-    y: np.ndarray
     words: list
-    status: str
-    message: str
-    t_stop: float
     time_scale: str
     degree: int
     method: str
-    nfev: int = 0
     seconds: float = 0.0
     extra: dict = field(default_factory=dict)
 
@@ -116,16 +109,17 @@ def solve(truncation, y0, T, points=51, method="LSODA", rtol=1e-8, atol=1e-10, b
     run = _integrate_threading_state(truncation, y0, grid, method, rtol, atol, events)
     return SolveResult(
         run.t,
-        run.y,
-        list(program.words),
         run.status,
         run.message,
-        run.t_stop,
-        program.model.time_scale,
-        program.degree,
-        method,
-        run.nfev,
-        time.perf_counter() - start,
+        y=run.y,
+        t_stop=run.t_stop,
+        nfev=run.nfev,
+        steps=run.steps,
+        words=list(program.words),
+        time_scale=program.model.time_scale,
+        degree=program.degree,
+        method=method,
+        seconds=time.perf_counter() - start,
     )
 
 

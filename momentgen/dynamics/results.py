@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core import figures
 from ..core.errors import MomentgenError, shown
+from ..core.trajectory import Moments
 from ..models import Model
 from ..models.base import SIGMA
 from ..models.words import canonical
@@ -27,9 +28,9 @@ __all__ = ["Result", "REACHED"]
 REACHED = ("ok", "partial", "unverified")
 
 
-@dataclass
-class Result:
-    """A closure's trajectory and verdict.
+@dataclass(kw_only=True)
+class Result(Moments):
+    """A closure's trajectory (`Moments`: ``t``, ``series``, ``status``, ``message``) and verdict.
 
     ``status``: "ok" (integrated to the horizon and vouched for up to it; its estimate is a bound on the
     reference cases), "partial" (integrated to the horizon, vouched for only until ``valid_until``),
@@ -46,11 +47,7 @@ class Result:
     model: str
     closure: str
     time_scale: str
-    t: np.ndarray
-    series: dict
     derived: dict
-    status: str
-    message: str
     valid_until: float
     degree: int = None
     size: object = None

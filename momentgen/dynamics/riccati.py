@@ -572,8 +572,9 @@ class RiccatiClosure(Closure):
             **({"spectra": spectra} if spectra else {}),
         }
         result = Result(
-            problem.model.kind, self.name, problem.model.time_scale, t, series, derived, fine.status, message,
-            last_time_within(t, estimate, problem.integrate.validity_tol), size=len(fine_law.nodes),
+            t, fine.status, message, model=problem.model.kind, closure=self.name, time_scale=problem.model.time_scale,
+            series=series, derived=derived, valid_until=last_time_within(t, estimate, problem.integrate.validity_tol),
+            size=len(fine_law.nodes),
             error_estimate=float(estimate[-1]), estimate_is_bound=True,
             error_series={"estimate": estimate.tolist(), **risk_series}, potential=problem.potential.accuracy_report(),
             extra=extra, config_hash=problem.config.digest, kappa=problem.kappa,

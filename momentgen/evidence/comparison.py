@@ -63,7 +63,7 @@ def flow_task(config_raw, source, d, seed):
         "series": {w: v.tolist() for w, v in result.series.items()},
         "d": d,
         "seconds": time.perf_counter() - start,
-        "status": result.info["status"],
+        "status": result.status,
     }
 
 

@@ -517,8 +517,8 @@ def _seed_pair(raw, source, d, seed, lr, times, words, kappa):
         "sgd": run.series,
         "theory": {w: np.interp(reached, theory.t, theory.series[w]) for w in words},
         "bound": _bound_at(theory, validity_tol, reached),
-        "status": run.info["status"],
-        "message": run.info["message"],
+        "status": run.status,
+        "message": run.message,
         "exact_flow": exact,
     }
 

@@ -29,6 +29,7 @@ from ..core.codegen import compile_pointwise
 from ..core.errors import MomentgenError
 from ..core.parallel import run_tasks
 from ..core.progress import Progress
+from ..core.trajectory import Moments
 from ..models import Batch, Model
 from ..models.base import shifted
 from ..models.words import canonical, parse
@@ -55,17 +56,14 @@ __all__ = [
 ]
 
 
-@dataclass
-class SimulationResult:
-    """Moments along a finite-d run, on the theory's time axis.
+@dataclass(kw_only=True)
+class SimulationResult(Moments):
+    """Moments along a finite-d run (`Moments`: ``series``, canonical word → array (n,)), on the theory's time axis.
 
-    ``t``: shape (n,); ``series``: canonical word → array (n,); ``steps``: SGD steps at each
-    time (None for the matrix flow); ``means``: kinds with a mean, ``m_k = Tr(M_k)/√d`` (n, K);
-    ``info["status"]``: "ok" or why the run stopped early (then ``t`` ends there).
+    ``steps``: SGD steps at each time (None for the matrix flow); ``means``: kinds with a mean,
+    ``m_k = Tr(M_k)/√d`` (n, K); ``status``: "ok" or why the run stopped early (then ``t`` ends there).
     """
 
-    t: np.ndarray
-    series: dict
     d: int
     steps: np.ndarray = None
     means: np.ndarray = None
@@ -413,8 +411,8 @@ def sgd(
     A loss with label noise draws its noise per sample from the token stream's generator; ``info["risk"]`` is
     then the risk with the noise and ``info["excess_risk"]`` the risk against the noiseless teacher.
 
-    A step that meets a non-finite number stops the run: ``info["status"] = "diverged"`` and
-    ``info["message"]`` says at which step and time; the result holds the times reached.
+    A step that meets a non-finite number stops the run: ``status = "diverged"`` and
+    ``message`` says at which step and time; the result holds the times reached.
     """
     texts, codes = _word_codes(model, words)
     if factors is None:
@@ -470,19 +468,19 @@ def sgd(
         "batch": batch,
         "seed": seed,
         "steps_total": step,
-        "status": status,
-        "message": message,
     }
     if fast:
         info.update(fast_t=np.asarray(fast_times, float)[: len(fast_m)], fast_m=np.array(fast_m))
     info.update(record.extras())
     return SimulationResult(
         np.asarray(times, float)[:kept],
-        series,
-        d,
-        schedule[:kept],
-        None if not record.means or record.means[0] is None else np.array(record.means),  # centred: None
-        info,
+        status,
+        message,
+        series=series,
+        d=d,
+        steps=schedule[:kept],
+        means=None if not record.means or record.means[0] is None else np.array(record.means),  # centred: None
+        info=info,
     )
 
 
@@ -513,7 +511,7 @@ def matrix_flow(model, factors, source, *, times, words, rtol=1e-9, atol=1e-11, 
     `momentgen.flow`; the theory's is `momentgen.truncation.CoefficientSource`, which for a kind with
     a mean uses the slaved m*(q) and the trace-conserving β′ of MATH.md §4). Deterministic and free
     of truncation: the finite-d reference between SGD and the hierarchy. A state the source
-    cannot pass ends the run early (``info["status"]``). ``data``: the tokens' covariance Σ (a fixed letter).
+    cannot pass ends the run early (``status``). ``data``: the tokens' covariance Σ (a fixed letter).
     """
     texts, codes = _word_codes(model, words)
     d = model.definition.matrices.dimension(factors[0])
@@ -528,9 +526,7 @@ def matrix_flow(model, factors, source, *, times, words, rtol=1e-9, atol=1e-11, 
         atol=atol,
         sigma=data.letter(model, d),
     )
-    return SimulationResult(
-        run.t, run.series, d, info={"nfev": run.info["nfev"], "status": run.status, "message": run.message}
-    )
+    return SimulationResult(run.t, run.status, run.message, series=run.series, d=d, info={"nfev": run.info["nfev"]})
 
 
 def config_sgd(config, *, d, seed, times, words, axis_lr=None, **options):
@@ -606,7 +602,7 @@ def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41, n
         runs = run_tasks(tasks, n_jobs=n_jobs, progress=progress)
     reached = min(len(r.t) for r in runs)
     stack = {w: np.array([r.series[w][:reached] for r in runs]) for w in runs[0].series}
-    failed = [r for r in runs if r.info["status"] != "ok"]
+    failed = [r for r in runs if r.status != "ok"]
     out = {
         "model": config.model.kind,
         "time_scale": config.model.time_scale,
@@ -628,7 +624,7 @@ def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41, n
         **risk_over_seeds([r.info["risk"][:reached] for r in runs], [r.info["risk_se"][:reached] for r in runs]),
         **excess_over_seeds([r.info for r in runs], reached),
         "status": "diverged" if failed else "ok",
-        "message": f"seed {failed[0].info['seed']}: {failed[0].info['message']}" if failed else "reached the horizon",
+        "message": f"seed {failed[0].info['seed']}: {failed[0].message}" if failed else "reached the horizon",
     }
     if fast_times is not None:
         reached_fast = min(len(r.info["fast_m"]) for r in runs)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.stepper import DENSE_JACOBIAN_MAX, integrate
+from ..core.trajectory import Moments
 from ..laws.commuting import Diagonal, diagonal_state
 from ..models.base import psd_root, shifted
 from .matrices import trace_moments
@@ -39,16 +40,12 @@ __all__ = ["FlowRun", "run", "run_stochastic", "letter_velocities"]
 BDF_TIGHTER = 100.0
 
 
-@dataclass
-class FlowRun:
-    """Moments along a flow at the output times reached: ``t`` (n,), ``series`` (word → (n,)),
-    ``probes`` (n, n_probes), the run's ``status``/``message`` and integrator counts."""
+@dataclass(kw_only=True)
+class FlowRun(Moments):
+    """The `Moments` of a flow (``series``: word → (n,)) on the caller's time axis, with ``probes`` (n, n_probes)
+    and the integrator's counts (``info``)."""
 
-    t: np.ndarray
-    series: dict
     probes: np.ndarray
-    status: str
-    message: str
     info: dict = field(default_factory=dict)
 
 
@@ -229,7 +226,7 @@ def _measured(t, letters, codes, texts, read, probes, status, message, nfev):
     values = values.reshape(len(t), len(codes) + len(probes))
     texts = [str(c) for c in codes] if texts is None else list(texts)
     series = {w: values[:, i] for i, w in enumerate(texts)}
-    return FlowRun(np.asarray(t), series, values[:, len(codes) :], status, message, {"nfev": nfev})
+    return FlowRun(np.asarray(t), status, message, series=series, probes=values[:, len(codes) :], info={"nfev": nfev})
 
 
 def run_stochastic(model, factors, source, *, times, codes, texts=None, dt=2e-3, seed=0, sigma=None):
