@@ -22,7 +22,8 @@ from ..dynamics.closures import CLOSURES, solve_with_closure
 from ..dynamics.problem import Problem
 from ..dynamics.results import REACHED
 from ..models.words import parse
-from ..reference.online_sgd import check_sgd_plan, excess_over_seeds, matrix_flow, risk_over_seeds, simulate_config
+from ..reference.finite_flow import matrix_flow
+from ..reference.from_config import check_sgd_plan, excess_over_seeds, risk_over_seeds, simulate_config
 from ..setting.config import parse_config
 from ..setting.matrices import initial_factors
 

@@ -14,7 +14,7 @@ import numpy as np
 from ..core import figures
 from ..core.errors import MomentgenError
 from ..dynamics.closures import solve_with_closure
-from ..reference.online_sgd import check_sgd_plan, config_sgd
+from ..reference.from_config import check_sgd_plan, config_sgd
 from ..setting.spectra import spectral_product
 
 __all__ = ["spectrum_evolution", "write_spectrum"]

@@ -59,9 +59,10 @@ from ..core.parallel import check_n_jobs, run_tasks
 from ..dynamics.closures import CLOSURES, momentum_caveat, solve_with_closure, whole_curve_closure
 from ..dynamics.results import REACHED
 from ..models.words import parse
-from ..reference.online_sgd import config_sgd, mean_increments
+from ..reference.from_config import config_increments, config_sgd
 from ..setting.arguments import int_list, seed_list
 from ..setting.config import ConfigError, parse_config
+from ..setting.schedules import axis_lr_for_kappa
 from .verification_plan import MIN_STEPS, _check_sgd_runs, _plan, _sgd_points, _States, check_budget, elapsed
 
 __all__ = ["verify", "Verification", "VERDICTS", "EXIT_STATUS"]
@@ -284,8 +285,7 @@ def _drift(config, start, dims, kappa, curve_kappa, plan, say):
     words = _observables(config)
     program, rows = _exact_program(model, words, noise=True)
     potential = Potential.from_config(config)
-    gamma, C = config.settings.model.gamma, config.settings.model.C
-    batch, steps = config.settings.sgd.batch, plan["steps"]
+    gamma, batch, steps = config.settings.model.gamma, config.settings.sgd.batch, plan["steps"]
     per_d, states = {}, {}
     for d in dims:
         say(f"drift check: d = {d}, {steps} SGD steps from one state")
@@ -302,10 +302,7 @@ def _drift(config, start, dims, kappa, curve_kappa, plan, say):
         theory = Truncation(program, potential, gamma, means=states[d][1], kappa=curve_kappa).checked_rhs(
             0.0, states[d][0]
         )
-        mean, se = mean_increments(
-            model, config.loss(), factors, lr=kappa * batch / d, batch=batch, words=words, steps=steps,
-            gamma=gamma, C=C, seed=1, data=config.data(),
-        )  # fmt: skip
+        mean, se = config_increments(config, factors, lr=axis_lr_for_kappa(kappa, d, batch), words=words, steps=steps)
         per_d[d] = {"theory": theory[rows], "sgd": mean, "se": se}
     x = tuple(d ** -_correction_power(model) for d in dims)
     gap, se, tolerance, passed, worst = drift_judgement(per_d[dims[0]], per_d[dims[1]], *x)
@@ -531,7 +528,10 @@ def _finite_d(config, theory, dims, kappa, plan, n_jobs, say):
     say(f"finite-d: SGD at d = {dims[0]}, {dims[1]}, {len(seeds)} seeds each, and the theory from each start")
     times = config.output_times(_sgd_points(config, dims[0], kappa))
     tasks = [
-        (_seed_pair, (config.raw, config.source, d, seed, kappa * batch / d, times, words, theory.kappa))
+        (
+            _seed_pair,
+            (config.raw, config.source, d, seed, axis_lr_for_kappa(kappa, d, batch), times, words, theory.kappa),
+        )
         for d in dims
         for seed in seeds
     ]

@@ -6,10 +6,10 @@ import time
 import numpy as np
 
 from ..core.errors import MomentgenError
-from ..reference.online_sgd import SGDRun, check_sgd_plan
+from ..reference.from_config import check_sgd_plan, config_sampler
 from ..setting.config import ConfigError
 from ..setting.matrices import initial_factors
-from ..setting.schedules import lr_for_kappa
+from ..setting.schedules import axis_lr_for_kappa, lr_for_kappa
 
 #: the fewest SGD steps of the drift check (its standard error needs a sample)
 MIN_STEPS = 100
@@ -91,7 +91,7 @@ def _sgd_points(config, d, kappa):
     """Output points an SGD run at ``d`` (κ_eff = κ) resolves on [0, T]: ``[integrate] points``, or fewer so that
     every spacing of the grid (`Config.output_times`) is at least one SGD step (the finite-d leg reads SGD only at
     times it reached); 2 points ([0, T]) when none does."""
-    step = 1.0 / config.model.definition.steps_per_time(d, kappa * config.settings.sgd.batch / d)
+    step = 1.0 / config.model.definition.steps_per_time(d, axis_lr_for_kappa(kappa, d, config.settings.sgd.batch))
 
     def resolved(points):  # the smallest spacing shrinks as points grow: a bisection finds the most that resolve
         return np.diff(config.output_times(points)).min() >= step * (1 - 1e-9)
@@ -121,7 +121,7 @@ def _costs(config, start, dims, kappa, pair_seconds):
     batch, T = config.settings.sgd.batch, config.settings.integrate.T
     drift, per_seed = 0.0, pair_seconds
     for d in dims:
-        lr = kappa * batch / d
+        lr = axis_lr_for_kappa(kappa, d, batch)
         cost = _step_seconds(config, start.factors(d, 0), lr)
         drift += cost
         per_seed += T * config.model.definition.steps_per_time(d, lr) * cost
@@ -130,9 +130,7 @@ def _costs(config, start, dims, kappa, pair_seconds):
 
 def _step_seconds(config, factors, lr, steps=20):
     """Seconds per SGD step at these factors (the best of two timings of ``steps`` steps)."""
-    table = config.settings.model
-    run = SGDRun(config.model, config.loss(), table.C, factors, lr, config.settings.sgd.batch,
-                 table.gamma, np.random.default_rng(0), data=config.data())  # fmt: skip
+    run = config_sampler(config, factors, lr=lr, seed=0)
     best = np.inf
     for _ in range(2):
         begin = time.perf_counter()

@@ -32,7 +32,7 @@ from ..dynamics.closures import solve_with_closure, vouching_closure
 from ..dynamics.results import Result
 from ..evidence import comparison as _compare
 from ..evidence import verification as _verify
-from ..reference.online_sgd import simulate_config
+from ..reference.from_config import simulate_config
 from ..setting.arguments import int_list, names, seed_list
 from ..setting.config import ConfigError, load_config, parse_config
 

@@ -58,7 +58,7 @@ from ..dynamics.results import REACHED
 from ..evidence.evolution import spectrum_evolution, write_spectrum
 from ..evidence.verification import EXIT_STATUS
 from ..models.words import MODELS, enumerate_words
-from ..reference.online_sgd import simulate_config
+from ..reference.from_config import simulate_config
 from ..setting.config import ConfigError, load_config
 from . import api
 

@@ -1,21 +1,15 @@
-"""The reference side: online SGD at finite d, and the deterministic finite-d matrix flow.
+"""Online SGD at finite d: the independent reference (MATH.md §1, §7).
 
-Online SGD (MATH.md §1): fresh tokens ``x_1..x_L`` with ``E[x_ia x_jb] = C_ij δ_ab`` (``C_ij Σ_ab`` with a data
-covariance, MATH.md §10: x = Σ^{1/2} z, O(B d) for a diagonal Σ), a
-minibatch of ``B`` samples, the batch-averaged gradient, learning rate ``η`` and weight
-decay ``γ``: ``P ← P − η ∇_P ℓ − (ηγ/d) P`` for every trainable factor. The step of each kind
-is the kind's own (`KindMatrices.sgd_step`: analytic, BLAS-shaped, no Python loop over samples);
-the loss gradient ∂ℓ/∂G is compiled once per loss. Memory is O(K d² + B L d).
+Fresh tokens ``x_1..x_L`` with ``E[x_ia x_jb] = C_ij δ_ab`` (``C_ij Σ_ab`` with a data covariance, MATH.md §10:
+x = Σ^{1/2} z, O(B d) for a diagonal Σ), a minibatch of ``B`` samples, the batch-averaged gradient, learning rate
+``η`` and weight decay ``γ``: ``P ← P − η ∇_P ℓ − (ηγ/d) P`` for every trainable factor. The step of each kind is the
+kind's own (`KindMatrices.sgd_step`: analytic, BLAS-shaped, no Python loop over samples); the loss gradient ∂ℓ/∂G
+is compiled once per loss. Memory is O(K d² + B L d).
 
-Time axes: SGD step ``n`` maps to the theory's axis by the kind's `steps_per_time` (tied
-``t = 4nη/d``; untied slow phase, direct, symmetric ``τ = nη/d``). Moments are measured as
-``(1/d) Tr`` of canonical words on the current matrices (`momentgen.matrices.trace_moments`).
-
-The matrix flow (`matrix_flow`) is the population gradient flow of the same matrices —
-noise-free and untruncated, between SGD and the hierarchy (MATH.md §3–§5, §7); its
-coefficients come from the source the caller passes (the theory's potential, see
-`momentgen.truncation.CoefficientSource`), so this module imports nothing of the theory:
-only the loss, the model protocol and the finite-matrix tools.
+Time axes: SGD step ``n`` maps to the theory's axis by the kind's `steps_per_time` (tied ``t = 4nη/d``; untied slow
+phase, direct, symmetric ``τ = nη/d``). Moments are measured as ``(1/d) Tr`` of canonical words on the current
+matrices (`momentgen.setting.matrices.trace_moments`). Only the loss, the model protocol and the finite-matrix tools
+are read: nothing of the theory.
 """
 
 import time
@@ -27,31 +21,27 @@ import sympy
 from .. import models
 from ..core.codegen import compile_pointwise
 from ..core.errors import MomentgenError
-from ..core.parallel import run_tasks
 from ..core.progress import Progress
 from ..core.trajectory import Moments
 from ..models import Batch, Model
 from ..models.base import shifted
 from ..models.words import canonical, parse
 from ..setting.data import ISOTROPIC
-from ..setting.flow import run as run_flow
-from ..setting.matrices import initial_factors, letter_matrices, matrix_bytes, trace_moments
-from ..setting.schedules import effective_lr
+from ..setting.matrices import initial_factors, letter_matrices, trace_moments
+from ..setting.schedules import effective_lr, kappa_of
 from ..setting.spectra import product_matrix, trace_spectrum
 
 __all__ = [
     "SimulationResult",
     "SGDRun",
     "sgd",
-    "matrix_flow",
-    "simulate_config",
     "mean_increments",
     "steps_for",
-    "check_sgd_plan",
     "loss_gradient",
     "loss_value",
     "RiskProbe",
-    "risk_over_seeds",
+    "RISK_SAMPLES",
+    "word_codes",
     "initial_factors",
 ]
 
@@ -87,43 +77,6 @@ def steps_for(model, times, d, lr):
             f"{np.max(times, initial=0):.3g} at d = {d}, lr = {lr:g}: lower [integrate] T or raise lr"
         )
     return steps.astype(np.int64)
-
-
-def check_sgd_plan(config, d=None):
-    """Refuse, before anything runs, an SGD reference of ``config`` at ``d`` (default ``[sgd] d``) that
-    needs more than ``[sgd] max_steps`` steps per seed, more memory than ``[truncation] max_memory_gb``, or
-    whose output grid is finer than one SGD step (two grid times would be labelled with one step's
-    values). Returns the steps per seed."""
-    sgd_table, integrate = config.settings.sgd, config.settings.integrate
-    d = sgd_table.d if d is None else d
-    definition, lr = config.model.definition, config.axis_lr
-    steps = int(steps_for(config.model, [integrate.T], d, lr)[0])
-    if steps > sgd_table.max_steps:
-        raise MomentgenError(
-            f"the SGD reference at d = {d} needs {steps:.3g} steps per seed to reach {definition.time_symbol} = "
-            f"{integrate.T:g} (limit [sgd] max_steps = {sgd_table.max_steps:.3g}): lower [integrate] T, "
-            "raise lr, or raise max_steps"
-        )
-    batch = int(np.ceil(sgd_table.batch * config.schedules()[1].peak))  # the largest batch of a schedule
-    memory = matrix_bytes(config.model, d, config.inits(), batch, config.settings.model.L)
-    if memory > config.max_bytes:
-        raise MomentgenError(
-            f"the SGD reference at d = {d} (batch {batch}) needs about {memory / 2**30:.3g} GiB; the "
-            f"limit is [truncation] max_memory_gb = {config.max_bytes / 2**30:g}: lower d or batch, or raise the limit"
-        )
-    spacing = float(np.diff(config.output_times()).min())
-    step = 1.0 / definition.steps_per_time(d, lr)
-    if step > spacing * (1 + 1e-9):
-        fix = (
-            f"raise [integrate] log_first to at least {step:.3g} or lower lr"
-            if integrate.grid == "log"
-            else f"lower [integrate] points to at most {int(integrate.T / step) + 1} or lower lr"
-        )
-        raise MomentgenError(
-            f"one SGD step at d = {d} is {step:.3g} on {definition.time_symbol}, longer than the output spacing "
-            f"{spacing:.3g}: SGD cannot be reported at those times; {fix}"
-        )
-    return steps
 
 
 def loss_gradient(loss, rng=None):
@@ -164,7 +117,7 @@ def loss_value(loss):
     return value
 
 
-def _word_codes(model, words):
+def word_codes(model, words):
     texts = [canonical(w, model) for w in words]
     return texts, [parse(w, model) for w in texts]
 
@@ -414,7 +367,7 @@ def sgd(
     A step that meets a non-finite number stops the run: ``status = "diverged"`` and
     ``message`` says at which step and time; the result holds the times reached.
     """
-    texts, codes = _word_codes(model, words)
+    texts, codes = word_codes(model, words)
     if factors is None:
         factors = initial_factors(model, inits, d, seed, data)
     sigma = data.letter(model, d)
@@ -431,12 +384,12 @@ def sgd(
     record, fast_m, step, start = _Measurements(probe, spectra), [], 0, time.perf_counter()
     last = max([schedule[-1]] + fast)
     status, message = "ok", "reached the horizon"
-    per_time = model.definition.steps_per_time(d, axis_lr)
+    per_time, kappa = model.definition.steps_per_time(d, axis_lr), kappa_of(lr, d, batch, momentum)
 
     def diverged(at):
         return "diverged", (
             f"diverged at step {at}, {model.definition.time_symbol} = {at / per_time:.6g}: the SGD state "
-            f"became non-finite; lower the learning rate (η = {lr:g}, η_eff d/B = {axis_lr * d / batch:.3g}) "
+            f"became non-finite; lower the learning rate (η = {lr:g}, η_eff d/B = {kappa:.3g}) "
             f"or the weight decay (γ = {gamma:g})"
         )
 
@@ -489,7 +442,7 @@ def mean_increments(model, loss, factors, *, lr, batch, words, steps, gamma=0.0,
     over ``steps`` independent SGD steps from the same ``factors`` (fresh minibatches, ``seed``; tokens of
     covariance Σ of ``data``); returns (mean, standard error), arrays over ``words``. Uses only the loss and the
     sampler: the independent side of the drift check of `momentgen.verification`."""
-    texts, codes = _word_codes(model, words)
+    texts, codes = word_codes(model, words)
     run = SGDRun(model, loss, C, factors, lr, batch, gamma, np.random.default_rng(seed), data=data)
     sigma = data.letter(model, run.d)
     start, base = run.factors, trace_moments(codes, letter_matrices(model.kind, factors, sigma))
@@ -501,136 +454,3 @@ def mean_increments(model, loss, factors, *, lr, batch, words, steps, gamma=0.0,
             raise FloatingPointError(f"an SGD step from the given state met a non-finite number (η = {lr:g})")
         increments[i] = (trace_moments(codes, letter_matrices(model.kind, run.factors, sigma)) - base) * per_time
     return increments.mean(0), increments.std(0, ddof=1) / np.sqrt(steps)
-
-
-def matrix_flow(model, factors, source, *, times, words, rtol=1e-9, atol=1e-11, data=ISOTROPIC):
-    """Integrate the population gradient flow of finite-d factors; measure ``words`` at ``times``
-    (on the kind's axis, ``model.time_scale``: tied t = 4nη/d, others τ = nη/d).
-
-    ``source`` supplies the coefficients from the matrices' own order parameters (see
-    `momentgen.flow`; the theory's is `momentgen.truncation.CoefficientSource`, which for a kind with
-    a mean uses the slaved m*(q) and the trace-conserving β′ of MATH.md §4). Deterministic and free
-    of truncation: the finite-d reference between SGD and the hierarchy. A state the source
-    cannot pass ends the run early (``status``). ``data``: the tokens' covariance Σ (a fixed letter).
-    """
-    texts, codes = _word_codes(model, words)
-    d = model.definition.matrices.dimension(factors[0])
-    run = run_flow(
-        model,
-        factors,
-        source,
-        times=times,
-        codes=codes,
-        texts=texts,
-        rtol=rtol,
-        atol=atol,
-        sigma=data.letter(model, d),
-    )
-    return SimulationResult(run.t, run.status, run.message, series=run.series, d=d, info={"nfev": run.info["nfev"]})
-
-
-def config_sgd(config, *, d, seed, times, words, axis_lr=None, **options):
-    """Online SGD of a configuration at ``d`` from the draw of ``seed`` (`sgd` with its [model], [loss], [data],
-    [init.k] and [sgd] keys: the one place a run is built from a configuration). ``axis_lr``: run at the step whose
-    time axis reads this rate (η/(1 − β) with momentum: a κ chosen by the caller); default ``[sgd] lr``.
-    ``options``: the rest of `sgd`'s keywords (``factors``, ``progress``, ``risk_samples``, …)."""
-    model_table, table = config.settings.model, config.settings.sgd
-    lr = table.lr if axis_lr is None else axis_lr * (1.0 - table.momentum)
-    return sgd(config.model, config.loss(), config.inits(), d=d, lr=lr, batch=table.batch, times=times, words=words,
-               gamma=model_table.gamma, C=model_table.C, seed=seed, schedules=config.schedules(),
-               horizon=config.settings.integrate.T, data=config.data(), momentum=table.momentum,
-               nesterov=table.nesterov, **options)  # fmt: skip
-
-
-def _seed_run(config, d, seed, times, words, fast_times, progress, risk_samples=RISK_SAMPLES):
-    """One seed of `simulate_config` (a task for `momentgen.parallel.run_tasks`)."""
-    return config_sgd(config, d=d, seed=seed, times=times, words=words, progress=progress, fast_times=fast_times,
-                      risk_samples=risk_samples)  # fmt: skip
-
-
-def _integrated_time(config, times):
-    """Under a schedule, the integrated time s(t) of the nominal grid (``integrated_t``); else nothing."""
-    change = config.time_change()
-    return {} if change is None else {"integrated_t": change.integrated(times).tolist()}
-
-
-def risk_over_seeds(risks, standard_errors):
-    """The SGD risk over seeds, from each seed's estimates ``risks`` (seed × time) and their sampling
-    ``standard_errors``: ``risk`` (the mean) and ``risk_se`` (the standard error of that mean: over seeds
-    when there are several — seed-to-seed and sampling spread together — else the one run's sampling error)."""
-    risks = np.asarray(risks, dtype=float)
-    se = risks.std(axis=0, ddof=1) / np.sqrt(len(risks)) if len(risks) > 1 else np.asarray(standard_errors[0])
-    return {"risk": risks.mean(axis=0).tolist(), "risk_se": np.asarray(se, dtype=float).tolist()}
-
-
-def excess_over_seeds(infos, reached):
-    """``excess_risk`` and ``excess_risk_se`` over seeds (`risk_over_seeds`) from each seed's measurements
-    ``infos`` (dicts with ``excess_risk``, ``excess_risk_se``: a loss with label noise), else nothing."""
-    if not infos or "excess_risk" not in infos[0]:
-        return {}
-    risks = [info["excess_risk"][:reached] for info in infos]
-    over = risk_over_seeds(risks, [info["excess_risk_se"][:reached] for info in infos])
-    return {"excess_risk": over["risk"], "excess_risk_se": over["risk_se"]}
-
-
-def simulate_config(config, d=None, seeds=None, progress=None, fast_points=41, n_jobs=None):
-    """Run ``[sgd]`` for every seed up to ``[integrate] T``; JSON-ready dict (the ``simulate`` output).
-
-    Series are the mean over seeds, ``spread`` their standard deviation; ``risk`` the population risk
-    estimated on fresh samples (`RiskProbe`, `RISK_SAMPLES` a time) and ``risk_se`` its standard error.
-    Times are on the model's axis, nominal under a ``[sgd] schedule`` (``t`` the grid, ``t_reached`` the
-    times of the whole steps measured, within half a step of it; a grid finer than one step is refused
-    by `check_sgd_plan`). Kinds with a mean also
-    report the means m_k on the fast axis t = nη. ``status`` is "ok", or "diverged" (``message`` says
-    at which step) — then the series hold the times every seed reached, and nothing non-finite.
-    Several seeds run in parallel on ``n_jobs`` worker processes (default 2, one BLAS thread each; a
-    bar of finished seeds), one seed in this process (a bar of its steps).
-    """
-    sgd_table, integrate = config.settings.sgd, config.settings.integrate
-    d = sgd_table.d if d is None else d
-    seeds = sgd_table.seeds if seeds is None else seeds
-    check_sgd_plan(config, d)
-    times = config.output_times()
-    words = config.reported_words()
-    with_means = config.initial_means() is not None  # a kind with a mean: its fast phase is recorded too
-    fast_times = np.linspace(0.0, integrate.fast_T, fast_points) if with_means else None
-    began = time.perf_counter()
-    if len(seeds) == 1:
-        runs = [_seed_run(config, d, seeds[0], times, words, fast_times, progress)]
-    else:
-        tasks = [(_seed_run, (config, d, seed, times, words, fast_times, False)) for seed in seeds]
-        runs = run_tasks(tasks, n_jobs=n_jobs, progress=progress)
-    reached = min(len(r.t) for r in runs)
-    stack = {w: np.array([r.series[w][:reached] for r in runs]) for w in runs[0].series}
-    failed = [r for r in runs if r.status != "ok"]
-    out = {
-        "model": config.model.kind,
-        "time_scale": config.model.time_scale,
-        "t": times[:reached].tolist(),
-        "series": {w: v.mean(axis=0).tolist() for w, v in stack.items()},
-        "spread": {w: v.std(axis=0).tolist() for w, v in stack.items()},
-        "steps": runs[0].steps[:reached].tolist(),
-        **_integrated_time(config, times[:reached]),
-        # when each value was measured: a whole number of steps, within half a step of its grid time
-        "t_reached": (runs[0].steps[:reached] / config.model.definition.steps_per_time(d, config.axis_lr)).tolist(),
-        "d": d,
-        "lr": sgd_table.lr,
-        "momentum": sgd_table.momentum,
-        "batch": sgd_table.batch,
-        "seeds": list(seeds),
-        "seconds": sum(r.info["seconds"] for r in runs),  # summed over the seeds (the compute spent)
-        "wall_seconds": time.perf_counter() - began,  # what the caller waited (seeds run in parallel)
-        "config_hash": config.digest,
-        **risk_over_seeds([r.info["risk"][:reached] for r in runs], [r.info["risk_se"][:reached] for r in runs]),
-        **excess_over_seeds([r.info for r in runs], reached),
-        "status": "diverged" if failed else "ok",
-        "message": f"seed {failed[0].info['seed']}: {failed[0].message}" if failed else "reached the horizon",
-    }
-    if fast_times is not None:
-        reached_fast = min(len(r.info["fast_m"]) for r in runs)
-        out["fast"] = {
-            "t": fast_times[:reached_fast].tolist(),
-            "m": np.mean([r.info["fast_m"][:reached_fast] for r in runs], axis=0).tolist(),
-            "time_scale": "t = n eta",
-        }
-    return out

@@ -39,6 +39,8 @@ __all__ = [
     "effective_lr",
     "kappa_of",
     "lr_for_kappa",
+    "axis_lr_for_kappa",
+    "raw_lr",
     "tabulate",
 ]
 
@@ -166,20 +168,34 @@ class TimeChange:
         return float(np.max(self.lr(u) / self.batch(u)))
 
 
+# κ and the learning rates, the one place they are converted (MATH.md §9, §14): a heavy-ball run at (η, β) follows
+# the SGD of η_eff = η/(1 − β); its time axis (tied t = 4nη_eff/d) and κ = η_eff d/B are read with η_eff.
+
+
 def effective_lr(lr, momentum=0.0):
     """The learning rate whose SGD a heavy-ball run at ``(lr, momentum)`` follows to first order in κ (MATH.md
     §14): ``η/(1 − β)``. The time axis (tied ``t = 4nη_eff/d``) and κ = η_eff d/B of such a run are read with it."""
     return lr / (1.0 - momentum)
 
 
+def raw_lr(axis_lr, momentum=0.0):
+    """The raw step η of a heavy-ball run whose effective rate is ``axis_lr`` (`effective_lr`'s inverse)."""
+    return axis_lr * (1.0 - momentum)
+
+
 def kappa_of(lr, d, batch, momentum=0.0):
-    """κ = η_eff d/B of the finite-learning-rate term (MATH.md §9, §14): the one place it is written."""
+    """κ = η_eff d/B of the finite-learning-rate term (MATH.md §9, §14)."""
     return effective_lr(lr, momentum) * d / batch
+
+
+def axis_lr_for_kappa(kappa, d, batch):
+    """The effective rate η_eff = κB/d of a run at κ (its time axis is read with it)."""
+    return kappa * batch / d
 
 
 def lr_for_kappa(kappa, d, batch, momentum=0.0):
     """The raw step η of a run at κ (`kappa_of`'s inverse): ``κ B (1 − β)/d``."""
-    return kappa * batch * (1.0 - momentum) / d
+    return raw_lr(axis_lr_for_kappa(kappa, d, batch), momentum)
 
 
 def tabulate(f, points=TABLE_POINTS):
