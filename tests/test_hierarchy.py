@@ -295,7 +295,7 @@ def _from_latex(program, text):
 
     from momentgen.compiler import printers
 
-    names = {printers._latex_symbol(s): k for k, s in enumerate(program.symbols)}
+    names = {printers._latex_symbol(s, program.model.definition): k for k, s in enumerate(program.symbols)}
     braced = r"\{((?:[^{}]|\{[^{}]*\})*)\}"  # one level of nested braces: S_{1} S_{2}^{\top}
 
     def word(latex):

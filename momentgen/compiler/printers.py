@@ -8,6 +8,7 @@ Kept apart from the program as sympy keeps its printers apart from its expressio
 import numpy as np
 
 from ..core.errors import ModelError
+from ..models.words import parse
 
 __all__ = ["why", "summary", "latex", "graph"]
 
@@ -71,7 +72,7 @@ def latex(program, words=None, limit=None):
         terms = _latex_terms(program, i, texts)
         dropped = np.diff(program.dropped_indptr)[i]
         tail = rf" + \underbrace{{\dots}}_{{{dropped}\ \mathrm{{dropped}}}}" if dropped else ""
-        lines.append(rf"\dot\mu_{{{_latex_word(texts[i])}}} &= {terms or '0'}{tail} \\")
+        lines.append(rf"\dot\mu_{{{_latex_word(texts[i], program.model)}}} &= {terms or '0'}{tail} \\")
     lines.append(r"\end{align*}")
     return "\n".join(lines)
 
@@ -83,7 +84,9 @@ def _latex_terms(program, i, texts):
     for j in range(program.indptr[i], program.indptr[i + 1]):
         symbol = program.symbols[program.symbol[j]]
         weight = symbol.factor * program.multiplicity[j]
-        groups.setdefault(program.symbol[j], []).append((weight, _latex_moment(texts[program.target[j]])))
+        groups.setdefault(program.symbol[j], []).append(
+            (weight, _latex_moment(texts[program.target[j]], program.model))
+        )
     linear = _latex_groups(program, groups)
     groups = {}
     if program.has_noise:
@@ -91,13 +94,13 @@ def _latex_terms(program, i, texts):
             symbol = program.symbols[program.noise_symbol[j]]
             weight = symbol.factor * program.noise_multiplicity[j]
             pair = (program.noise_left[j], program.noise_right[j])
-            product = "".join(_latex_moment(texts[k]) for k in pair if k >= 0)
+            product = "".join(_latex_moment(texts[k], program.model) for k in pair if k >= 0)
             groups.setdefault(program.noise_symbol[j], []).append((weight, product or "1"))
     return " + ".join(part for part in (linear, _latex_groups(program, groups)) if part)
 
 
-def _latex_moment(text):
-    return f"\\mu_{{{_latex_word(text)}}}"
+def _latex_moment(text, model):
+    return f"\\mu_{{{_latex_word(text, model)}}}"
 
 
 def _latex_groups(program, groups):
@@ -105,7 +108,7 @@ def _latex_groups(program, groups):
     parts = []
     for s, entries in groups.items():
         inner = " + ".join(f"{_latex_number(w)}{factor}" for w, factor in entries).replace("+ -", "- ")
-        parts.append(rf"{_latex_symbol(program.symbols[s])}\left({inner}\right)")
+        parts.append(rf"{_latex_symbol(program.symbols[s], program.model.definition)}\left({inner}\right)")
     return " + ".join(parts)
 
 
@@ -144,18 +147,9 @@ def graph(program):
     return g
 
 
-def _latex_word(text):
-    """``S1 S2^T`` → ``S_1 S_2^{\\top}``; the data covariance ``Sigma`` → ``\\Sigma``."""
-    out = []
-    for letter in text.split():
-        if letter == "Sigma":
-            out.append(r"\Sigma")
-            continue
-        transposed = letter.endswith("^T")
-        base = letter[:-2] if transposed else letter
-        name, index = base.rstrip("0123456789"), base[len(base.rstrip("0123456789")) :]
-        out.append(f"{name}_{{{index}}}" + ("^{\\top}" if transposed else ""))
-    return " ".join(out)
+def _latex_word(text, model):
+    r"""``S1 S2^T`` → ``S_{1} S_{2}^{\top}``: each letter as its kind declares it (`Alphabet.latex`)."""
+    return " ".join(model.alphabet.latex(code) for code in parse(text, model))
 
 
 def _latex_number(value):
@@ -166,12 +160,9 @@ def _latex_number(value):
     return f"{value:g}\\,"
 
 
-_GREEK = {"Gamma": r"\Gamma", "beta": r"\beta", "gamma": r"\gamma", "a1": "a^{(1)}", "a2": "a^{(2)}"}
-
-
-def _latex_symbol(symbol):
-    """``Gamma[1,2]`` → ``\\Gamma_{12}``; other families keep their name."""
-    base = _GREEK.get(symbol.family, rf"\mathrm{{{symbol.family}}}")
+def _latex_symbol(symbol, definition):
+    r"""``Gamma[1,2]`` → ``\Gamma_{12}``: the family's LaTeX as its kind declares it (`Family.latex`)."""
+    base = definition.family(symbol.family).latex or rf"\mathrm{{{symbol.family}}}"
     if symbol.k is None:
         return base
     return base + "_{" + (f"{symbol.k}" if symbol.l is None else f"{symbol.k}{symbol.l}") + "}"

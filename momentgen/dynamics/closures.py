@@ -35,6 +35,7 @@ from ..core.errors import ModelError
 from ..laws.edge import EDGE_DEPTH, EDGE_STEP
 from ..laws.representation import vector_moments
 from ..models.words import canonical
+from ..setting.config import CLOSURES as CLOSURE_NAMES
 from ..setting.flow import run as run_flow
 from ..setting.spectra import trace_spectrum, vector_spectrum
 from .closure_base import (
@@ -495,10 +496,17 @@ def traciality_pairs(model):
     return [(x, y) for x in trainable_codes(model) for y in range(model.alphabet.size) if y != x]
 
 
-#: The registry: ``[truncation] closure`` → its closure.
-CLOSURES = {
-    closure.name: closure for closure in (ZeroClosure(), RiccatiClosure(), QuadratureClosure(), MatrixModelClosure())
-}
+def _registry(*closures):
+    """{name: closure}, refused unless the names are the configuration's ``[truncation] closure`` choices in order."""
+    registry = {closure.name: closure for closure in closures}
+    if tuple(registry) != CLOSURE_NAMES:
+        raise ImportError(f"the closures {tuple(registry)} are not the configuration's choices {CLOSURE_NAMES}")
+    return registry
+
+
+#: The registry: ``[truncation] closure`` → its closure (the one table of closures; the configuration validates the
+#: key against its names, `momentgen.setting.config.CLOSURES`).
+CLOSURES = _registry(ZeroClosure(), RiccatiClosure(), QuadratureClosure(), MatrixModelClosure())
 
 
 def whole_curve_closure(config, kappa):

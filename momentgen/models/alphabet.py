@@ -73,6 +73,13 @@ class Alphabet:
         base, _, transposed = kind.partition("^")
         return f"{base}{self.index(code)}" + ("^T" if transposed else "")
 
+    def latex(self, code):
+        r"""The LaTeX of a letter — ``S_{1}``, ``M_{2}^{\top}``, ``\Sigma`` — from its kind, index and transpose."""
+        if code == self.sigma_code:
+            return r"\Sigma"
+        base, _, transposed = self.kinds[code % len(self.kinds)].partition("^")
+        return f"{base}_{{{self.index(code)}}}" + (r"^{\top}" if transposed else "")
+
     @cached_property
     def names(self):
         return tuple(self.name(c) for c in range(self.size))

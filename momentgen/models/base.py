@@ -419,8 +419,14 @@ class ModelKind:
         sigma = model.sigma_code
         return (code,) if sigma is None else (sigma, code, sigma)
 
+    @property
+    def weight_decay_family(self):
+        """The weight decay γ as a coefficient (its factor `weight_decay_factor`, a scalar: ``pairs=False``)."""
+        return Family("gamma", self.weight_decay_factor, "weight decay", pairs=False, latex=r"\gamma")
+
     def family(self, name):
-        for family in self.families + self.noise_families:
+        """The coefficient family ``name``: one of `families`, `noise_families` or the weight decay."""
+        for family in self.families + self.noise_families + (self.weight_decay_family,):
             if family.name == name:
                 return family
         raise ModelError(f"the {self.name} model has no coefficient family {name!r}")

@@ -11,6 +11,7 @@ import numpy as np
 
 from ... import models
 from ...core.errors import ConfigError, shown
+from ...core.stepper import SOLVERS
 from ..data import COVARIANCES
 from ..inits import INIT_KINDS
 from ..schedules import FORMS, TABULATED
@@ -228,7 +229,9 @@ def _observables(value):
 
 
 REQUIRED = object()  # marks a key without a default
-METHODS = ("LSODA", "Radau", "BDF", "DOP853", "RK45")  # the ODE methods of momentgen.stepper.SOLVERS
+METHODS = tuple(SOLVERS)  # the stepping loop's methods
+#: ``[truncation] closure``: the names of the closures' registry (`momentgen.dynamics.closures.CLOSURES`, which checks
+#: that its closures are these, in this order, when it is built)
 CLOSURES = ("zero", "riccati", "quadrature", "matrix-model")
 
 
