@@ -31,7 +31,7 @@ test: lint
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow -n auto --dist worksteal tests
 
-# The API reference (numpydoc docstrings, Sphinx), warnings as errors; tests/test_docs.py builds it in `make test`.
+# The API reference (numpydoc docstrings, Sphinx), warnings as errors; tests/end_to_end/test_docs.py builds it in `make test`.
 docs: install
 	$(BIN)/sphinx-build -W -q -b html docs/api out/docs
 
@@ -39,7 +39,7 @@ verify-campaign: install
 	$(BIN)/python -m tests.campaign --out out/campaign
 
 bench-smoke: install
-	$(BIN)/python -m pytest -q tests/test_benchmarks.py
+	$(BIN)/python -m pytest -q tests/end_to_end/test_benchmarks.py
 
 bench: install
 	$(BIN)/python benchmarks/bench_hierarchy.py

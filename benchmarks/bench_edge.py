@@ -19,7 +19,7 @@ from momentgen.evidence.oracles import solvable_tied_risk
 from momentgen.interface.api import solve
 from momentgen.setting.config import parse_config
 
-#: MATH.md §12's hard-edge case (tests/test_risk.py's HARD_EDGE at the quadrature closure).
+#: MATH.md §12's hard-edge case (tests/dynamics/test_risk.py's HARD_EDGE at the quadrature closure).
 HARD_EDGE = {
     "model": {"kind": "tied", "K": 2, "trainable": [1]},
     "loss": {"builtin": "mse", "activation": "h1"},

@@ -112,7 +112,7 @@ def learning_curve(out, T=20.0):
 def learning_curve_figure(data):
     """Left: p12 over the whole curve, exact (the riccati closure) and from the quadrature closure's highest order with
     its estimate band; right: every order's true error against the exact curve and the top order's estimate, on a log
-    axis (tests/test_figures.py redraws docs/figures/fig1_learning_curve.json)."""
+    axis (tests/core/test_figures.py redraws docs/figures/fig1_learning_curve.json)."""
     fig, (left, right) = figures.new_figure(2, width=5.0, height=3.9)
     t = np.asarray(data["t"])
     top = max(data["p12"], key=int)

@@ -126,7 +126,7 @@ def direct_panel(d, sgd, dims=(100, 200, 400, 800), seeds=(0, 1, 2)):
 
 
 def figure(data):
-    """The three panels (tests/test_figures.py redraws docs/figures/fig2_parameterisation.json)."""
+    """The three panels (tests/core/test_figures.py redraws docs/figures/fig2_parameterisation.json)."""
     tied, direct = data["tied"], data["direct"]
     fig, (a, b, c) = figures.new_figure(3, width=4.9, height=4.0)
     for i, (activation, p) in enumerate(tied.items()):

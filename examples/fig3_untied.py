@@ -118,7 +118,7 @@ NOTES = {"h2": " — stays at the saddle 0 at d = ∞; SGD leaves it after O(ln 
 
 
 def figure(data):
-    """Theory (with its error band) over SGD per activation (tests/test_figures.py redraws
+    """Theory (with its error band) over SGD per activation (tests/core/test_figures.py redraws
     docs/figures/fig3_untied.json)."""
     fig, (ax,) = figures.new_figure(1, width=6.4, height=4.4)
     for i, (activation, p) in enumerate(data["panels"].items()):

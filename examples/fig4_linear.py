@@ -122,7 +122,7 @@ def numbers(grid, exact, runs, table, long):
 
 
 def figure(data):
-    """The three panels from `numbers` (also what tests/test_figures.py redraws from docs/figures/fig4_linear.json)."""
+    """The three panels from `numbers` (also what tests/core/test_figures.py redraws from docs/figures/*.json)."""
     fig, (left, right, third) = figures.new_figure(3, width=5.0)
     t, exact = np.asarray(data["t"]), np.asarray(data["exact_q11"])
     figures.exact(left, t, exact)

@@ -100,7 +100,7 @@ def write(out, results, args):
 
 def figure(data):
     """One panel per case and κ: SGD (±2 SE) under the paper's hierarchy and the corrected one
-    (tests/test_figures.py redraws docs/figures/finite_lr.json)."""
+    (tests/core/test_figures.py redraws docs/figures/finite_lr.json)."""
     cases = list(data["cases"].values())
     names = sorted({c["name"] for c in cases}, key=list(CASES).index)
     fig, axes = figures.new_figure(len(KAPPAS), len(names), width=4.6, height=3.7)

@@ -65,7 +65,7 @@ def main():
 
 def figure(data):
     """Overlaps of the heads: theory (with the closure's error band) over SGD; curves equal by the heads'
-    symmetry are drawn once, and say so (tests/test_figures.py redraws docs/figures/multihead.json)."""
+    symmetry are drawn once, and say so (tests/core/test_figures.py redraws docs/figures/multihead.json)."""
     fig, (left, right) = figures.new_figure(2, width=4.8, height=3.8)
     t, estimate = np.asarray(data["t"]), np.array([np.nan if e is None else e for e in data["estimate"]], float)
     for ax, words in ((left, WORDS[:3]), (right, WORDS[3:])):

@@ -162,7 +162,7 @@ def write(out, results, rows, args):
 
 def figure(data):
     """Excess risk on log axes: the softmax case without and with momentum, the power-law Σ case, and the floor
-    against κ per σ (tests/test_figures.py redraws docs/figures/noise_floors.json)."""
+    against κ per σ (tests/core/test_figures.py redraws docs/figures/noise_floors.json)."""
     fig, axes = figures.new_figure(2, 2, width=4.8, height=3.6)
     groups = ["softmax, β = 0", "softmax, β = 0.9", "power-law Σ, β = 0"]
     for ax, group in zip(axes.flat, groups):

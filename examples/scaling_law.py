@@ -120,7 +120,7 @@ def write(out, results, args):
 
 def figure(data):
     """Left: the risk against samples on log–log axes; right: its local slope d log risk / d log t — theory (lines)
-    and SGD (markers) per exponent a (tests/test_figures.py redraws it)."""
+    and SGD (markers) per exponent a (tests/core/test_figures.py redraws it)."""
     fig, (risk_ax, slope_ax) = figures.new_figure(2, width=4.8, height=4.2)
     for color, (a, r) in zip(("C0", "C1", "C2"), data["runs"].items()):
         t = np.array(r["t"])

@@ -95,7 +95,7 @@ def write(out, results, rows, args):
 
 
 def figure(data):
-    """The excess risk per schedule on a log axis (tests/test_figures.py redraws docs/figures/schedules.json)."""
+    """The excess risk per schedule on a log axis (tests/core/test_figures.py redraws docs/figures/schedules.json)."""
     fig, (ax,) = figures.new_figure(1, width=6.4, height=4.2)
     for color, (name, r) in zip(("C0", "C1", "C2"), data["runs"].items()):
         t = np.array(r["t"])

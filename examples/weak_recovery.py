@@ -89,7 +89,7 @@ def main():
 
 
 def figure(data):
-    """N_wr/(d² ln d) per seed and its mean against d, with the fitted power of d (tests/test_figures.py
+    """N_wr/(d² ln d) per seed and its mean against d, with the fitted power of d (tests/core/test_figures.py
     redraws docs/figures/weak_recovery.json)."""
     fig, (ax,) = figures.new_figure(1, width=5.2, height=3.8)
     dims, scaled, mean = data["dims"], data["N_wr_over_d2_log_d"], data["mean_scaled"]

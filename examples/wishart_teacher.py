@@ -141,7 +141,7 @@ def softmax(seeds):
 
 def figure(data):
     """The risk of case 1 on log axes (closures, finite-d reference), its relative errors, case 2's long tail with
-    SGD, and the spectrum at t = 1 (tests/test_figures.py redraws docs/figures/wishart_teacher.json)."""
+    SGD, and the spectrum at t = 1 (tests/core/test_figures.py redraws docs/figures/wishart_teacher.json)."""
     fig, axes = figures.new_figure(2, 2, width=4.8, height=3.6)
     one, two = data["hard_edge"], data["softmax"]
     colors = {"riccati": "C0", "quadrature": "C1", "matrix-model": "C2"}

@@ -3,7 +3,7 @@ covariances, width ratios, initial laws (identity, from-file, means), losses and
 
 ``python -m tests.campaign --out out/campaign`` (``make verify-campaign``) runs `momentgen.evidence.verification` on
 each and writes the table (config → verdict → worst leg) as JSON and Markdown;
-``tests/test_campaign.py`` (marker ``slow``) asserts the verdicts.
+``tests/end_to_end/test_campaign.py`` (marker ``slow``) asserts the verdicts.
 """
 
 import argparse

@@ -234,7 +234,7 @@ def provenance(config=None):
     }
     if config is not None:
         out["config"] = {"source": config.source, "hash": config.digest, "tables": config.raw}
-        if config.source:  # the file as shipped, before any override: what `tests/test_figures.py` compares
+        if config.source:  # the file as shipped, before any override: what `tests/core/test_figures.py` compares
             out["config"]["file_hash"] = config.file_digest
     return out
 

@@ -1,0 +1,184 @@
+"""Large-d, many-seed checks: `make test-slow` (marker `slow`), not in the default run."""
+
+import json
+
+import numpy as np
+import pytest
+
+from momentgen.compiler.hierarchy import MAX_BYTES, Model, build
+from momentgen.compiler.initial import InitSpec
+from momentgen.compiler.potential import Potential
+from momentgen.compiler.truncation import CoefficientSource
+from momentgen.evidence.oracles import solvable_tied_moments
+from momentgen.interface.api import verify
+from momentgen.reference import matrix_flow, sgd
+from momentgen.setting.losses import builtin
+from momentgen.setting.matrices import sample_factors
+from momentgen.setting.shipped import names
+
+pytestmark = pytest.mark.slow
+
+
+MODEL = Model("tied", 2, [1])
+
+
+LINEAR = builtin("mse", L=1, K=2, activation="h1")
+
+
+INITS = {1: InitSpec(), 2: InitSpec(kind="identity", c=1.0)}
+
+
+TIMES = np.linspace(0, 0.5, 11)
+
+
+def test_sgd_bias_is_proportional_to_eta_d_over_b():
+    """d = 200, η = 0.016, B = 128 / 256 / 512, 4 seeds each, SGD and flow from the same
+    matrices: the mean bias of q11 over t ∈ (0, 0.5] is c·ηd/B with c stable across B (measured
+    0.58, 0.56, 0.51: the Itô term; MATH.md §7 quotes ≈ 1.1 for its sup over the run) and
+    halves when B doubles. Asserted: c in [0.3, 1.5] at each B, bias(128)/bias(512) in [2.5, 6]."""
+    d, lr, biases = 200, 0.016, {}
+    for batch in (128, 256, 512):
+        diffs = []
+        for seed in range(4):
+            factors = sample_factors(MODEL, INITS, d, seed=100 + seed)
+            flow = matrix_flow(
+                MODEL, factors, CoefficientSource(MODEL, Potential(LINEAR, "tied")), times=TIMES, words=["S1 S1"]
+            )
+            run = sgd(
+                MODEL,
+                LINEAR,
+                INITS,
+                d=d,
+                lr=lr,
+                batch=batch,
+                times=TIMES,
+                words=["S1 S1"],
+                seed=seed,
+                factors=factors,
+                progress=False,
+            )
+            diffs.append(run.series["S1 S1"][1:] - flow.series["S1 S1"][1:])
+        biases[batch] = float(np.mean(diffs))
+        assert 0.3 < biases[batch] / (lr * d / batch) < 1.5, biases
+    assert 2.5 < biases[128] / biases[512] < 6, biases
+
+
+def test_matrix_flow_approaches_the_closed_form_like_one_over_d():
+    """Flow from finite-d matrices vs the d = ∞ closed form: sup error on [0, 0.5] shrinks with d
+    (MATH.md §7: ≈ 4/d); averaged over 3 draws, d·error stays below 8 and the error at d = 400
+    is below half the one at d = 100."""
+    errors = {}
+    for d in (100, 200, 400):
+        values = []
+        for seed in range(3):
+            factors = sample_factors(MODEL, INITS, d, seed=seed)
+            flow = matrix_flow(
+                MODEL,
+                factors,
+                CoefficientSource(MODEL, Potential(LINEAR, "tied")),
+                times=TIMES,
+                words=["S1 S1", "S1 S2"],
+            )
+            exact = solvable_tied_moments(TIMES, 1.0, 1.0, 1.0)
+            values.append(max(np.abs(flow.series[w] - exact[w]).max() for w in ("S1 S1", "S1 S2")))
+        errors[d] = float(np.mean(values))
+    assert all(d * e < 8 for d, e in errors.items()), errors
+    assert errors[400] < 0.5 * errors[100], errors
+
+
+def test_matrix_model_closure_at_n_800_on_the_tied_h2_escape():
+    """MATH.md §8 case through the escape: the matrix-model closure at n = 800 (deterministic
+    quantiles + Haar rotations; ≈ 70 s) stays within O(1/n) of the exact d = ∞ solution
+    (measured 3.2e-3 on q, 1.7e-3 on t1 — its Haar mixing is random at O(1/n), so n = 300
+    happened to be closer: 1.4e-3). Asserted: 4/n."""
+    from pathlib import Path
+
+    from momentgen.dynamics.closures import solve_with_closure
+    from momentgen.evidence.oracles import riccati_tied_moments
+    from momentgen.setting.config import load_config
+
+    config = load_config(Path(__file__).resolve().parents[2] / "examples" / "configs" / "fig2_tied_h2.toml")
+    config = config.replace(integrate=dict(T=2.5, points=26))
+    inits = config.inits()
+    exact = riccati_tied_moments(Potential(config.loss(), "tied"), inits[1], inits[2], np.linspace(0, 2.5, 26))
+    out = solve_with_closure(config, "matrix-model", size=800)
+    error = max(np.abs(np.array(out.series[w]) - exact[w]).max() for w in exact)
+    assert error < 4 / 800, error
+
+
+#: verify's budget per shipped example (seconds of the whole run since issue 46: the theory's legs, then SGD): 120 s,
+#: and more where the theory is itself costly — the schedules example's closure is an ensemble of 8 stochastic matrix
+#: models per size (its closure check alone took 20–40 s, which the plan counts per seed), so 120 s leaves no plan of
+#: 3 seeds; noise_floors' theory legs (the stochastic matrix model over t ≤ 10, its zero-closure cross-check, one
+#: own-start pair) took over 5 minutes, and 600 s left no plan.
+BUDGETS = {"schedules": 300, "noise_floors": 1200}
+
+
+@pytest.mark.parametrize("name", names())
+def test_every_shipped_example_verifies(name):
+    """Issue 26 / 40: every shipped configuration verifies `agree` at verify's defaults (d = 100, 200; 8 seeds;
+    2000 drift steps) within its budget (`BUDGETS`, else 120 s). Measured: `agree` for all nine; noise_floors (tied
+    softmax with label noise, the stochastic matrix model over t ∈ [0, 10]; at budget 300 no plan fits) agrees in
+    906 s at budget 600 alone, 1 334 s with the default suite beside, when the budget covered SGD only; since issue
+    46 the budget covers the theory's legs too (over 5 minutes here), so it is 1 200 s; schedules (an
+    ensemble of stochastic matrix models whose estimate carries 3 standard errors) 96 s, scaling_law (κ = 0.004 since
+    issue 40, T = 5) 64 s, on 2 cores with another run beside it. Until issue 40 two were strict xfails: schedules'
+    seed-difference estimate was not a bound (the cross-check found 0.0046 where it allowed 0.0015), scaling_law ran
+    SGD at κ = 0.0156 without the finite-learning-rate term (drift 8.9 SE off)."""
+    result = verify(name, progress=False, budget=BUDGETS.get(name, 120))
+    assert result.verdict == "agree", result.message
+
+
+def test_the_schedules_example_answers_its_question(tmp_path, monkeypatch):
+    """examples/schedules.py (about 40 s): at equal samples the decaying schedules end with a lower risk than
+    the constant rate, in the theory and in SGD (measured excess over the floor: constant 0.25, cosine
+    0.095, steps 0.098; SGD within 0.05 of the theory on every curve)."""
+    from .test_examples import run_example
+
+    run_example("schedules.py", tmp_path, monkeypatch, "--seeds", "2")
+    data = json.loads((tmp_path / "schedules.json").read_text())
+    assert data["figure_checks"] == []
+    rows = {row["schedule"]: row for row in data["summary"]}
+    constant = rows.pop("constant")
+    for row in rows.values():
+        assert row["excess_theory"] < 0.6 * constant["excess_theory"]
+        assert row["final_risk_sgd"] < constant["final_risk_sgd"]
+    assert max(row["sup_sgd_minus_theory"] for row in [constant, *rows.values()]) < 0.1
+
+
+def test_a_batch_schedule_moves_kappa_as_sgd_feels_it(monkeypatch):
+    """[sgd] batch_schedule: the batch ×4 at 30 % of the run (κ = ηd/B from 0.25 to 0.0625), d = 300, B = 64,
+    t ∈ [0, 0.3], 3 seeds, the stochastic matrix model of each run's matrices with κ(s) = κ₀/b(u). Measured sup
+    over t of |SGD − theory| on μ(S1), μ(S1²): 0.0020, 0.0088 (SE 0.0029, 0.010); with κ held at κ₀ 0.030,
+    0.244. Asserted: within 3 SE + 0.01, and the constant κ₀ ≥ 5× worse (measured 28×)."""
+    from momentgen.dynamics.closures import solve_with_closure
+    from momentgen.setting.config import parse_config
+    from momentgen.setting.schedules import TimeChange
+    from tests.setting.test_schedules import SOLVABLE, sgd_minus_theory
+
+    batch_schedule = {"schedule": "step", "milestones": [0.3], "factor": 4.0}
+    sgd_table = {"d": 300, "lr": 0.25 * 64 / 300, "batch": 64, "batch_schedule": batch_schedule}
+    raw = {**SOLVABLE, "integrate": {"T": 0.3, "points": 7, "finite_lr": True}, "sgd": sgd_table}
+    config = parse_config(raw)
+
+    def constant_kappa(factors):
+        with monkeypatch.context() as patch:
+            patch.setattr(TimeChange, "kappa_factor", lambda self, s: 1.0)
+            return solve_with_closure(config, "matrix-model", factors=factors, kappa=0.25)
+
+    gap, se, (constant,) = sgd_minus_theory(raw, "matrix-model", 0.25, 300, range(3), [constant_kappa])
+    assert np.all(gap <= 3 * se + 0.01), (gap, se)
+    assert constant.max() >= 5 * gap.max(), (constant, gap)
+
+
+def test_degree_20_with_the_finite_lr_term_builds_within_the_default_limit():
+    """Issue 31: tied K = 2 at degree 20 with the finite-learning-rate term was refused (estimated 13.6 GiB);
+    with the quadratic terms merged within each word as they are derived it builds under the default 8 GiB
+    guard. Measured: 58 218 words, 5.8e6 quadratic terms over 3.2e5 distinct pairs, 22 s, 1.7 GB peak RSS;
+    the estimate says 1.7 GiB."""
+    from momentgen.compiler.hierarchy import estimate
+
+    model = MODEL
+    assert estimate(model, 20, "all", noise=True)["bytes"] < MAX_BYTES
+    program = build(model, 20, "all", noise=True)
+    assert len(program.words) == 58218 and program.has_noise

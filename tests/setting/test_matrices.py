@@ -1,0 +1,61 @@
+"""Finite-d matrices (`momentgen.setting.matrices`): trace moments of words against written-out products."""
+
+import itertools
+
+import numpy as np
+
+from momentgen.setting.matrices import letter_matrices, trace_moments
+from tests.conftest import random_factors
+
+
+def test_products_with_a_diagonal_letter_are_the_dense_products(rng):
+    """`trace_moments` and `sandwich` scale by a diagonal letter (Σ in its eigenbasis) instead of multiplying: the same
+    values as the dense products written out with numpy (to rounding), for words with the diagonal letter first, inside
+    and last, and a non-diagonal Σ still multiplied."""
+    from momentgen.models.base import sandwich
+    from momentgen.setting.matrices import trace_moments
+
+    d = 30
+    W = rng.standard_normal((d, d)) / np.sqrt(d)
+    S = W @ W.T
+    sigma = np.diag(rng.uniform(0.1, 2.0, d))
+    rotated = (Q := np.linalg.qr(rng.standard_normal((d, d)))[0]) @ sigma @ Q.T
+    words = [(1, 0, 1, 0), (0, 1), (0, 0, 1), (1,), (0, 1, 1, 0, 1)]
+    for letter in (sigma, rotated):
+        letters = [S, letter]
+        expected = [
+            np.trace(np.linalg.multi_dot([letters[c] for c in w]) if len(w) > 1 else letters[w[0]]) / d for w in words
+        ]
+        np.testing.assert_allclose(trace_moments(words, letters), expected, rtol=1e-12)
+        np.testing.assert_allclose(sandwich(letter, S), letter @ S @ letter, rtol=1e-12, atol=1e-15)
+
+
+def test_trace_moments_shares_prefixes_correctly(rng):
+    letters_ = letter_matrices("direct", random_factors("direct", 2, 5, rng))
+    words = [(0, 1, 2), (0, 1), (0, 1, 3, 3), (2,), (0, 1, 2, 0)]
+    direct = [np.trace(np.linalg.multi_dot([letters_[c] for c in w] + [np.eye(5)])) / 5 for w in words]
+    np.testing.assert_allclose(trace_moments(words, letters_), direct, rtol=1e-13)
+
+
+def test_trace_moments_cuts_every_word_into_two_shared_halves(rng):
+    """`trace_moments` rotates each word and cuts it into two halves (shared by the call's words) with diagonal
+    letters applied as scalings: every word of up to six letters over three dense letters, a diagonal one and an
+    identity equals the product written out with numpy (measured 2.4e-16 relative; tolerance 1e-13), and a word with
+    at most two dense letters costs no O(d³) product."""
+    from unittest import mock
+
+    from momentgen.setting import matrices
+
+    d = 30
+    letters_ = [rng.standard_normal((d, d)) for _ in range(3)] + [np.diag(rng.uniform(0.5, 2, d)), 0.7 * np.eye(d)]
+    words = [w for n in range(1, 7) for w in itertools.product(range(5), repeat=n)]
+    direct = [np.trace(np.linalg.multi_dot([letters_[c] for c in w] + [np.eye(d)])) / d for w in words]
+    scale = np.abs(direct).max()
+    np.testing.assert_allclose(trace_moments(words, letters_) / scale, np.array(direct) / scale, rtol=0, atol=1e-13)
+    products = []
+    original = matrices.times_letter
+    with mock.patch.object(
+        matrices, "times_letter", lambda P, Z, diagonal=None: products.append(diagonal) or original(P, Z, diagonal)
+    ):
+        trace_moments([(0, 3, 1, 3, 4), (2, 4, 4, 0), (3, 4, 3)], letters_)
+    assert all(diagonal is not None for diagonal in products)
