@@ -21,18 +21,8 @@ SMALL = {
 
 
 def write_config(tmp_path, data=SMALL):
-    lines = []
-    for table, values in data.items():
-        if table == "init":
-            for k, spec in values.items():
-                lines.append(f"[init.{k}]")
-                lines += [f"{key} = {json.dumps(v)}" for key, v in spec.items()]
-            continue
-        lines.append(f"[{table}]")
-        lines += [f"{key} = {json.dumps(v)}" for key, v in values.items()]
-    path = tmp_path / "small.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    """``data`` as ``tmp_path/small.toml`` (`write_toml`)."""
+    return write_toml(tmp_path / "small.toml", data)
 
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -148,3 +138,11 @@ VERIFY_SOLVABLE = {
 
 def verify_solvable(**tables):
     return parse_config({**VERIFY_SOLVABLE, **tables})
+
+
+def bare_result(t, status, message, valid_until):
+    """A tied zero-closure `Result` with no series: what the code that judges and reports reads of one."""
+    from momentgen.dynamics.results import Result
+
+    return Result(t, status, message, model="tied", closure="zero", time_scale="t", series={}, derived={},
+                  valid_until=valid_until)  # fmt: skip

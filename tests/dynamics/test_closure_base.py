@@ -4,7 +4,7 @@ for less than its horizon is reported.
 
 import numpy as np
 
-from tests.helpers import CONFIG
+from tests.helpers import CONFIG, bare_result
 
 
 def test_the_risk_window_ends_where_the_estimate_passes_ten_percent():
@@ -21,37 +21,16 @@ def test_a_result_that_vouches_for_less_than_its_horizon_is_partial():
     it stays ok (kills the comparison reversed or the status left at ok)."""
     from momentgen.dynamics.closure_base import reported as _reported
     from momentgen.dynamics.problem import Problem
-    from momentgen.dynamics.results import Result
 
     problem = Problem(CONFIG)
     for valid_until, status in ((0.5, "partial"), (1.0, "ok")):
-        result = Result(
-            np.array([0.0, 0.5, 1.0]),
-            "ok",
-            "fine",
-            model="tied",
-            closure="zero",
-            time_scale="t",
-            series={},
-            derived={},
-            valid_until=valid_until,
-        )
+        result = bare_result(np.array([0.0, 0.5, 1.0]), "ok", "fine", valid_until)
         reported = _reported(problem, result)
         assert reported.status == status
     assert (
         "vouched for until 0.5 of 1"
         in _reported(
             problem,
-            Result(
-                np.array([0.0, 0.5, 1.0]),
-                "ok",
-                "fine",
-                model="tied",
-                closure="zero",
-                time_scale="t",
-                series={},
-                derived={},
-                valid_until=0.5,
-            ),
+            bare_result(np.array([0.0, 0.5, 1.0]), "ok", "fine", 0.5),
         ).message
     )

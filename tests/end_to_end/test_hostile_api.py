@@ -27,7 +27,7 @@ from momentgen.interface.api import Sweep
 from momentgen.interface.cli import main
 from momentgen.setting.config import ConfigError, load_config, parse_config
 from momentgen.setting.losses import parse_expression
-from tests.helpers import TIED, changed, write_toml
+from tests.helpers import TIED, bare_result, changed, write_toml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -476,19 +476,8 @@ def test_a_generated_module_reads_its_matrices_relative_to_itself(tmp_path, monk
 
 def test_plotting_an_empty_result_says_so():
     """Before: `Result.plot()` on a result with no times raised a bare IndexError."""
-    from momentgen.dynamics.results import Result
 
-    empty = Result(
-        np.array([]),
-        "failed",
-        "stopped at once",
-        model="tied",
-        closure="zero",
-        time_scale="t",
-        series={},
-        derived={},
-        valid_until=0.0,
-    )
+    empty = bare_result(np.array([]), "failed", "stopped at once", 0.0)
     with pytest.raises(MomentgenError, match="nothing to plot"):
         empty.plot()
 

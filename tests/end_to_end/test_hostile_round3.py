@@ -15,6 +15,7 @@ import pytest
 from momentgen.core.errors import MomentgenError
 from momentgen.interface.cli import main
 from momentgen.setting.config import ConfigError, load_config, parse_config
+from tests.helpers import bare_result
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -388,23 +389,12 @@ def test_a_scheduled_runs_messages_and_risk_window_are_on_the_nominal_axis():
     reported on the nominal t (before: "blowup at t = 0.37" with T = 0.02). Independent value: the linear decay
     to 0 has F(u) = u − u²/2, so t = T(1 − √(1 − 2s/T))."""
     from momentgen.dynamics.problem import Problem
-    from momentgen.dynamics.results import Result
 
     T = 2.0
     config = load_config("fig4_linear", integrate={"T": T, "points": 5}, sgd={"schedule": "linear", "final": 0.0})
     problem = Problem(config)
     s = float(problem.times[2])
-    result = Result(
-        problem.times,
-        "blowup",
-        f"blowup at t = {s:.6g}: too large",
-        model="tied",
-        closure="zero",
-        time_scale="t",
-        series={},
-        derived={},
-        valid_until=s,
-    )
+    result = bare_result(problem.times, "blowup", f"blowup at t = {s:.6g}: too large", s)
     result.extra["risk_valid_until"] = s
     reported = problem.on_nominal_axis(result)
     nominal = T * (1 - np.sqrt(1 - 2 * s / T))
