@@ -1,6 +1,6 @@
 """momentgen — compile the d → ∞ moment hierarchy of online SGD on attention-indexed models.
 
-The notebook API (`momentgen.api`), loaded on first use::
+The notebook API (`momentgen.interface.api`), loaded on first use::
 
     import momentgen as mg
     cfg = mg.load_config("fig4_linear", truncation={"degree": 6})  # a path, a dict or an example
