@@ -7,6 +7,7 @@ import numpy as np
 from ..models.words import canonical
 from ..setting.spectra import spectral_product
 from .integrate import last_time_within
+from .results import Result
 from .risk import RISK_TOL, local_slope, theory_excess_risk, theory_risk
 
 __all__ = [
@@ -54,6 +55,12 @@ class Closure:
 
     def solve(self, problem, degree=None, size=None):
         raise NotImplementedError
+
+    def result(self, problem, t, status, message, **fields):
+        """This closure's `Result` for ``problem``: its kind, the closure's name and the time axis filled in;
+        ``fields``: the rest of `Result`'s keys (``series``, ``derived``, ``valid_until``, …)."""
+        model = problem.model
+        return Result(t, status, message, model=model.kind, closure=self.name, time_scale=model.time_scale, **fields)
 
 
 #: The scale of every per-word estimate and of ``validity_tol`` (``extra["error_scale"]``): the error divided by

@@ -52,7 +52,6 @@ from .closure_base import (
 from .ensemble import MIN_DRAWS, run_ensemble
 from .integrate import audited, last_time_within, solve, validity_horizon
 from .problem import Problem
-from .results import Result
 from .riccati import RiccatiClosure, outside_riccati
 from .risk import relative_risk_estimate, theory_risk
 
@@ -106,13 +105,11 @@ class ZeroClosure(Closure):
         )
         return reported(
             problem,
-            Result(
+            self.result(
+                problem,
                 fine.t,
                 fine.status,
                 message,
-                model=model.kind,
-                closure=self.name,
-                time_scale=model.time_scale,
                 series=series,
                 derived=derived,
                 valid_until=valid_until,
@@ -230,13 +227,11 @@ class FlowClosure(Closure):
         error_series.update(risk_series)
         return reported(
             problem,
-            Result(
+            self.result(
+                problem,
                 t,
                 status,
                 message,
-                model=model.kind,
-                closure=self.name,
-                time_scale=model.time_scale,
                 series=series,
                 derived=derived,
                 valid_until=last_time_within(t, estimate, integrate.validity_tol),

@@ -41,7 +41,6 @@ from ..models.words import parse
 from ..setting.matrices import letter_matrices
 from .closure_base import ERROR_SCALE, Closure, derived_columns, reported, risk_columns
 from .integrate import audited, last_time_within
-from .results import Result
 from .risk import relative_risk_estimate
 
 __all__ = [
@@ -571,9 +570,9 @@ class RiccatiClosure(Closure):
             **risk_window,
             **({"spectra": spectra} if spectra else {}),
         }
-        result = Result(
-            t, fine.status, message, model=problem.model.kind, closure=self.name, time_scale=problem.model.time_scale,
-            series=series, derived=derived, valid_until=last_time_within(t, estimate, problem.integrate.validity_tol),
+        result = self.result(
+            problem, t, fine.status, message, series=series, derived=derived,
+            valid_until=last_time_within(t, estimate, problem.integrate.validity_tol),
             size=len(fine_law.nodes),
             error_estimate=float(estimate[-1]), estimate_is_bound=True,
             error_series={"estimate": estimate.tolist(), **risk_series}, potential=problem.potential.accuracy_report(),
