@@ -14,7 +14,7 @@ one module each, their letters and words) → `setting` (configuration, data, in
 finite-d matrices, the matrix-ODE engine) → `compiler` (hierarchy, potential, initial moments, the
 numba kernel, generated modules) → `dynamics` (integration, closures, `Result`) · `reference` (online
 SGD, the finite-d matrix flow) → `evidence` (oracles, comparison, verification) → `interface` (API, CLI).
-The flat module paths of 0.2 (``momentgen.closures``, ``momentgen.config``, …) still import: `_MOVED`.
+The flat module paths of 0.2 (``momentgen.dynamics.closures``, ``momentgen.setting.config``, …) still import: `_MOVED`.
 
 >>> mg.canonical("S2 S1", "tied")
 'S1 S2'

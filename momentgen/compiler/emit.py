@@ -16,7 +16,7 @@ or arrays out of range, with a message saying how to regenerate. The module expo
     jac(t, y)      scipy CSR Jacobian
     initial_state() the initial moments (d = ∞ exact, or empirical from files)
     index(word)    state index of a word (any representative)
-    truncation     the underlying `momentgen.truncation.Truncation`
+    truncation     the underlying `momentgen.compiler.truncation.Truncation`
 
 The program is data: one kernel compiled once serves every module, and coefficient values
 (γ, the loss, and with ``[integrate] finite_lr`` the κ = lr·d/batch of [sgd]) are read from

@@ -5,7 +5,7 @@ For each model the matrix flow ``dZ/dt`` of every trainable letter ``Z`` is a su
 coefficient (Γ_kl for tied; β_k and a⁽ʳ⁾_kl for untied; A_kl and B_kl for direct), plus
 weight decay γ. By the product rule the derivative of a word is the sum, over its
 trainable letters, of the word with that letter substituted. `build` applies the rules
-to whole batches of packed words at once (`momentgen.words.Alphabet`), starting from the
+to whole batches of packed words at once (`momentgen.models.words.Alphabet`), starting from the
 requested observables and the words the coefficients need, until no new word of degree
 ``≤ M`` appears (the *demand-driven closure*). Longer words are dropped: the paper's
 zero closure Π_M. The result is a `Program`, in CSR form::

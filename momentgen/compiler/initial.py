@@ -8,7 +8,7 @@ An initialisation is given per index ``k`` (1-based) as an `InitSpec`:
   ``d_k = width_ratio · d`` (the kind says which factors: e.g. ``W_k`` with ``S_k = W_k W_kᵀ``,
   or ``U_k, V_k`` with scales ``scale_U``, ``scale_V``);
 * ``identity``: the letters are ``c I``;
-* ``from-file``: finite-d matrices from an ``.npz`` (`momentgen.matrices.load_factors`).
+* ``from-file``: finite-d matrices from an ``.npz`` (`momentgen.setting.matrices.load_factors`).
 
 Exact d = ∞ moments of Gaussian factors (independent indices) come from planar Wick pairings:
 each letter is a scalar times a product of Gaussian factors (`KindLaws.letter_factors`), and
@@ -177,7 +177,7 @@ def law_factors(model, specs, n, seed=0, data=ISOTROPIC):
             )
         if spec.kind == "identity":
             factors.append(model.definition.matrices.identity_factor(spec.c, n))
-        elif spec.kind == "aligned":  # c Σ^b of Σ at the law's n quantiles (`momentgen.data.DataCovariance.power`)
+        elif spec.kind == "aligned":  # c Σ^b of Σ at the law's n quantiles (`data.DataCovariance.power`)
             factors.append(model.definition.matrices.aligned_factor(spec.c, data.law_power(n, spec.exponent / 2)))
         else:
             factors.append(model.definition.laws.law_factor(spec, n, rng, gaussian))
@@ -203,7 +203,7 @@ def initial_representation(
     (`free_product`, `block_radau`), or None when no letter has a known spectral edge: then no
     second principal representation exists to bracket the first.
 
-    ``edge``: (step, depth) of an edge-adapted rule (`momentgen.edge.edge_rule`) for the one index
+    ``edge``: (step, depth) of an edge-adapted rule (`momentgen.laws.edge.edge_rule`) for the one index
     that is not a multiple of the identity, when its kind gives its law (`KindLaws.spectral_law`):
     then every other letter is a scalar on its space, the flow of its layer is represented exactly,
     and the representation carries the exact root (`Representation.roots`). Ignored otherwise.
@@ -288,7 +288,7 @@ def layered_index(model, specs, edge, data=ISOTROPIC):
 
 def data_component(model, specs, n, data, edge=None):
     """Σ and the aligned letters ``c Σ^b`` (with their exact roots) as one `Component` on a discrete measure of Σ's law:
-    its (n + 1)-point Gauss rule, or the edge-adapted rule `momentgen.edge.edge_rule` (``edge`` = (step, depth))."""
+    its (n + 1)-point Gauss rule, or the edge-adapted rule `edge.edge_rule` (``edge`` = (step, depth))."""
     nodes, weights = data.rule(n) if edge is None else edge_rule(data.law, n, *edge)
     functions = {}
     for k in range(1, model.K + 1):

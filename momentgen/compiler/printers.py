@@ -1,4 +1,4 @@
-"""Printers of a derived hierarchy (`momentgen.hierarchy.Program`): text, LaTeX and a graph.
+"""Printers of a derived hierarchy (`momentgen.compiler.hierarchy.Program`): text, LaTeX and a graph.
 
 Kept apart from the program as sympy keeps its printers apart from its expressions: the program is data
 (words, terms, coefficient symbols); these functions only read it. `Program.why`, `.summary`,

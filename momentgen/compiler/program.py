@@ -1,5 +1,5 @@
 """A compiled hierarchy: `Program` (its CSR storage, lookups, the saved-array form, diagnostics) and its
-coefficient slots (`Coefficient`); `momentgen.hierarchy.build` makes one."""
+coefficient slots (`Coefficient`); `momentgen.compiler.hierarchy.build` makes one."""
 
 from dataclasses import dataclass
 from functools import cached_property
@@ -364,7 +364,7 @@ class Program:
             out += np.bincount(self.term_rows("noise"), weights=terms, minlength=len(mu))
         return out
 
-    # ---- diagnostics (`momentgen.printers` prints; these are the documented entry points) ----------------------
+    # ---- diagnostics (`printers` prints; these are the documented entry points) ----------------------
     def why(self, word):
         """The chain of substitutions that brought ``word`` into the state, as text lines (`printers.why`)."""
         return printers.why(self, word)

@@ -4,9 +4,9 @@ A centred kind (tied, direct, symmetric) has pre-activations of mean 0: Φ is re
 fast phase and nothing to track. A kind with a mean (untied) has ``m_k = μ(M_k)·√d`` of order one, which a
 fast phase on ``t = nη`` drives to the slaved ``m*(q)`` (a minimiser of Φ in the trainable means); the slow
 phase reads Φ at ``(Q1, Q2, m*(q))``, with m* found by Newton from the warm start of the branch the run is on
-(`RunState`, advanced by `momentgen.truncation.Truncation.track` after each accepted step).
+(`RunState`, advanced by `momentgen.compiler.truncation.Truncation.track` after each accepted step).
 
-`mean_of` picks the role from the kind once; `momentgen.truncation.Truncation` and the solvers call the role,
+`mean_of` picks the role from the kind once; `momentgen.compiler.truncation.Truncation` and the solvers call the role,
 never the kind's ``centred`` flag.
 """
 
@@ -29,8 +29,8 @@ class RunState:
     zeros for a centred kind, which reads no mean). ``level``: the quadrature rule's level the potential is
     evaluated at (None: the potential's current level — the exact path has none; a rule not yet calibrated
     is calibrated at the first state it meets). ``Truncation.rhs(t, y, state)`` is a pure function of its three
-    arguments; a run advances the state only by `momentgen.truncation.Truncation.track` after an accepted step,
-    and the rule's level only in the explicit step `momentgen.truncation.Truncation.refine` (the audit of the
+    arguments; a run advances the state only by `momentgen.compiler.truncation.Truncation.track` after an accepted step,
+    and the rule's level only in the explicit step `momentgen.compiler.truncation.Truncation.refine` (the audit of the
     far states a run met).
     """
 

@@ -1,22 +1,22 @@
 """A truncated hierarchy wired to its potential: the vector field an ODE solver integrates.
 
-`Truncation` joins a compiled `momentgen.hierarchy.Program` (the words and their sparse
-terms), a `momentgen.potential.Potential` (Φ and its gradients) and the weight decay γ.
+`Truncation` joins a compiled `momentgen.compiler.hierarchy.Program` (the words and their sparse
+terms), a `momentgen.compiler.potential.Potential` (Φ and its gradients) and the weight decay γ.
 At each state ``y`` (the moments ``μ_α`` in program order) it reads the order parameters
 (the kind's `order_words`), evaluates the coefficient arrays (`ModelKind.coefficient_arrays`),
 gathers them into the program's coefficient slots and applies the program with the one
-compiled kernel (`momentgen._kernel.apply_program`): no Python loop over words.
+compiled kernel (`momentgen.compiler.kernel.apply_program`): no Python loop over words.
 
 With ``kappa`` = κ = ηd/B > 0 and a program built with ``noise=True`` the vector field also has
 the finite-learning-rate term of online SGD (docs/FINITE_LR.md): its coefficients κN1, κN2 come
-from `momentgen.potential.Potential.noise_at` at the same state.
+from `momentgen.compiler.potential.Potential.noise_at` at the same state.
 
 ``rhs(t, y, state)`` is a pure function of its arguments, in the solve_ivp style: what a run carries
 besides ``y`` is an explicit, immutable `RunState` — the branch of the slaved mean (kinds with a mean)
-and the quadrature rule's level. The solver (`momentgen.integrate.solve`) passes the run's state and advances it
+and the quadrature rule's level. The solver (`integrate.solve`) passes the run's state and advances it
 with `Truncation.advanced` after each accepted step (``state`` defaults to ``Truncation.state``, which `track`
 advances, for a caller with a solver of its own); the rule's level changes only
-in the explicit step `Truncation.refine` (the solvers' audit, `momentgen.integrate.audited`). Time axes:
+in the explicit step `Truncation.refine` (the solvers' audit, `momentgen.dynamics.integrate.audited`). Time axes:
 the kind's (`ModelKind.time_scale`); the fast phase of a kind with a mean runs on its own axis ``t = nη``
 with the moments frozen (MATH.md §4).
 """
@@ -65,7 +65,7 @@ class Truncation:
         κ = ηd/B of the finite-learning-rate term (0: the ηd/B → 0 hierarchy). κ > 0 needs a
         program built with ``noise=True``.
     kappa_profile : callable, optional
-        A schedule's ``κ(t)/κ`` on the integrated time axis (`momentgen.schedules.TimeChange.kappa_factor`);
+        A schedule's ``κ(t)/κ`` on the integrated time axis (`momentgen.setting.schedules.TimeChange.kappa_factor`);
         None: κ is constant.
     """
 
@@ -149,7 +149,7 @@ class Truncation:
 
     def refine(self):
         """The explicit refinement step: check the far states the right-hand side met at its rule's level
-        (`momentgen.potential.Potential.audit`), raising the level where the rule misses rtol; the current
+        (`momentgen.compiler.potential.Potential.audit`), raising the level where the rule misses rtol; the current
         state then carries the new level. True when the level stood (what was computed at it holds)."""
         stood = self.potential.audit()
         self.state = RunState(self.state.m, self.potential.rule_level)
@@ -285,7 +285,7 @@ class Truncation:
 
 
 class CoefficientSource:
-    """The theory's coefficients for the matrix flow engine (`momentgen.flow`), from moments.
+    """The theory's coefficients for the matrix flow engine (`momentgen.setting.flow`), from moments.
 
     The flow reads the moments of ``words`` (the degree-2 program's: order parameters and the
     words the kind's coefficients read) on its matrices or its state vector; ``coefficients``
@@ -340,7 +340,7 @@ def _entry(arrays, coefficient):
 
 
 def from_config(config, degree=None, program=None, initial=None, potential=None):
-    """The `Truncation` and its initial moments ``y0`` for a `momentgen.config.Config`.
+    """The `Truncation` and its initial moments ``y0`` for a `momentgen.setting.config.Config`.
 
     ``degree`` overrides ``[truncation] degree``; ``program`` and ``initial`` skip the
     derivation and the initial moments (e.g. both loaded from a generated module), and

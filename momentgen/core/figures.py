@@ -183,7 +183,7 @@ def layout_problems(figure):
 
 def save(figure, path, data, config=None, formats=("png",), dpi=120, *, drawn_by):
     """Write ``figure`` (``path``, one file per format) and its numbers ``data`` as ``path.json``, atomically,
-    with `momentgen.files.provenance`, ``figure_checks`` (the `layout_problems`, empty when the figure reads
+    with `momentgen.core.files.provenance`, ``figure_checks`` (the `layout_problems`, empty when the figure reads
     well) and ``drawn_by``: the function that draws it from ``data``, one of `DRAWERS` (tests/core/test_figures.py
     redraws it). Returns what the JSON holds (its ``provenance`` included)."""
     import pathlib  # noqa: PLC0415

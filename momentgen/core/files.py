@@ -246,7 +246,7 @@ def _plain(value):
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
-#: The largest result-store entry read back (`momentgen.store`): a long curve with spectra is a few MB.
+#: The largest result-store entry read back (`momentgen.core.store`): a long curve with spectra is a few MB.
 MAX_STORE_ENTRY = 512 * 2**20
 
 #: The formats every example figure is written in (a paper wants a vector copy).

@@ -26,7 +26,7 @@ def run_tasks(tasks, n_jobs=None, scheduler=None, progress=None):
 
     ``scheduler``: address of a Dask distributed scheduler (``tcp://host:port``); the
     same joblib code then runs on the cluster's workers. ``progress``: finished tasks on stderr
-    (`momentgen.progress.Progress`: by default a bar in a terminal or notebook, a status line every 30 s in
+    (`momentgen.core.progress.Progress`: by default a bar in a terminal or notebook, a status line every 30 s in
     a log).
     """
     jobs = [joblib.delayed(function)(*args) for function, args in tasks]

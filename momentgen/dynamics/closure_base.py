@@ -1,4 +1,4 @@
-"""What every closure shares (`momentgen.closures`, `momentgen.riccati`): the `Closure` interface, the error scale,
+"""What every closure shares (`closures`, `momentgen.dynamics.riccati`): the `Closure` interface, the error scale,
 the derived columns (the risk, its slope, the overlaps) and how a result is reported (`reported`: on the nominal axis,
 ``partial`` where the closure vouches for less than the horizon)."""
 
@@ -25,13 +25,13 @@ __all__ = [
 
 
 class Closure:
-    """Base class: `momentgen.closures`' module docstring states the contract.
+    """Base class: `momentgen.dynamics.closures`' module docstring states the contract.
 
     Capabilities callers read instead of testing names: ``resolution`` (what ``size``/``degree`` sets, in
     words), ``window_from_degrees`` (its ``valid_until`` compares degrees M and M − 2, so a curve past it
     is extrapolation; a flow closure's curve stays realisable past its window), ``from_finite_start``
     (whether it can start from a finite-d state, or only from the d = ∞ law), `carries_finite_lr`
-    (whether it can solve a model with κ > 0), ``companion`` (the closure `momentgen.verification`
+    (whether it can solve a model with κ > 0), ``companion`` (the closure `momentgen.evidence.verification`
     cross-checks it with), `checked_resolution` (the resolution it is checked at) and `label`.
     """
 
@@ -72,7 +72,7 @@ ERROR_SCALE = "max(1, |mu|)"
 def reported(problem, result):
     """``result`` as reported: on the nominal axis (`Problem.on_nominal_axis`), and ``"partial"`` instead of
     ``"ok"`` when the closure vouches for less than the horizon (the rows past ``valid_until`` are marked
-    in `Result.to_pandas`); where the risk's relative estimate leaves `momentgen.risk.RISK_TOL` before the horizon
+    in `Result.to_pandas`); where the risk's relative estimate leaves `risk.RISK_TOL` before the horizon
     (``extra["risk_valid_until"]``: on a log axis, the tail is not resolved past it) the message says from when."""
     result = problem.on_nominal_axis(result)
     if not len(result.t):
@@ -95,7 +95,7 @@ def reported(problem, result):
 
 def risk_columns(t, estimate):
     """``error_series["risk_relative"]`` (the risk's relative estimate per time, None where there is none)
-    and ``extra["risk_valid_until"]`` (the last time it is within `momentgen.risk.RISK_TOL`; 0 without one)."""
+    and ``extra["risk_valid_until"]`` (the last time it is within `momentgen.dynamics.risk.RISK_TOL`; 0 without one)."""
     if estimate is None:
         return {}, {"risk_valid_until": 0.0}
     values = [float(e) if np.isfinite(e) else None for e in estimate]
@@ -103,7 +103,7 @@ def risk_columns(t, estimate):
 
 
 def spectra_of(run, reached, model):
-    """The fine leg's spectral measures (`momentgen.spectra`) on the times reached, JSON-ready:
+    """The fine leg's spectral measures (`momentgen.setting.spectra`) on the times reached, JSON-ready:
     {product: {"nodes": [[…] per time], "weights": [[…] per time]}}."""
     out = {}
     for letter, measures in run.info.get("spectra", {}).items():
@@ -129,15 +129,15 @@ def trainable_codes(model):
 
 def trainable_products(model):
     """{letter: codes of the product whose spectrum is reported} for every trainable letter
-    (`momentgen.spectra.spectral_product`: the letter, or X Xᵀ for a letter that is not symmetric)."""
+    (`momentgen.setting.spectra.spectral_product`: the letter, or X Xᵀ for a letter that is not symmetric)."""
     letters = [model.alphabet.name(c) for c in trainable_codes(model)]
     return {letter: spectral_product(model, letter)[1] for letter in letters}
 
 
 def derived_columns(problem, series, means):
-    """The derived columns: the population risk Φ along the run (`momentgen.risk.theory_risk`, on the
+    """The derived columns: the population risk Φ along the run (`momentgen.dynamics.risk.theory_risk`, on the
     branch ``means`` of a kind with a mean), with label noise the excess risk (``"excess_risk"``), the local slope
-    d log risk / d log t on the nominal axis of the excess risk (``"risk_slope"``, `momentgen.risk.local_slope`; a
+    d log risk / d log t on the nominal axis of the excess risk (``"risk_slope"``, `risk.local_slope`; a
     noise floor is not a power law) and, with two indices or more, the kind's overlaps."""
     model = problem.model
     out = {"risk": theory_risk(problem, series, means)}

@@ -1,6 +1,6 @@
 """Closures of the moment hierarchy: how the words beyond the state are supplied (MATH.md §6, §8).
 
-A closure turns a `momentgen.problem.Problem` into a `momentgen.results.Result`: a trajectory
+A closure turns a `momentgen.dynamics.problem.Problem` into a `momentgen.dynamics.results.Result`: a trajectory
 of the reported words on the model's time axis, with an honest validity horizon and error
 estimate. The declared interface (`Closure`):
 
@@ -14,10 +14,10 @@ estimate. The declared interface (`Closure`):
   time when the coefficients are constant, so valid only inside a short window (degrees M and
   M − 2 agree). A closed hierarchy (the kind's `closed`) is exact.
 * ``matrix-model`` — n × n matrices that follow the d = ∞ initial law
-  (`momentgen.initial.law_factors`), moved by the matrix flow engine (`momentgen.flow`) with
+  (`momentgen.compiler.initial.law_factors`), moved by the matrix flow engine (`momentgen.setting.flow`) with
   the theory's coefficients from their own moments. Realisable, so it cannot blow up; O(1/n).
 * ``quadrature`` — the non-commutative QMOM: the truncated GNS representation of the initial
-  moments (`momentgen.initial.initial_representation`, exact to degree M) moved by the same
+  moments (`momentgen.compiler.initial.initial_representation`, exact to degree M) moved by the same
   engine in factor form, words read from its state vector.
 
 The flow closures share `FlowClosure` (legs, the running estimate, statuses), and every run
@@ -130,7 +130,7 @@ class ZeroClosure(Closure):
         )
 
     def _risk_window(self, problem, runs, M, derived, means):
-        """``{"risk_valid_until"}``: where the risks of degrees M and M − 2 agree to `momentgen.risk.RISK_TOL`
+        """``{"risk_valid_until"}``: where the risks of degrees M and M − 2 agree to `momentgen.dynamics.risk.RISK_TOL`
         in relative terms (0 without degree M − 2)."""
         fine, coarse, others = runs[M], runs.get(M - 2), []
         if coarse is not None:
@@ -174,7 +174,7 @@ class FlowClosure(Closure):
     """A closure that evolves a realisable matrix state by the flow engine, on several *legs*.
 
     Subclasses give ``legs(problem, degree, size)`` → (label, {leg name: resolution}), the leg
-    ``"fine"`` being the reported one; ``run(problem, resolution, means)`` → `momentgen.flow.FlowRun`
+    ``"fine"`` being the reported one; ``run(problem, resolution, means)`` → `momentgen.setting.flow.FlowRun`
     (or None when that resolution does not exist); and ``bounded(problem, runs)`` → (True/False/None,
     why). The estimate at time t is the running maximum over [0, t] of the largest difference
     between the fine leg and any other (plus 3 standard errors when the fine leg is an ensemble:
@@ -258,12 +258,12 @@ class FlowClosure(Closure):
 
 
 class MatrixModelClosure(FlowClosure):
-    """n × n matrices that follow the d = ∞ initial law (`momentgen.initial.law_factors`), moved by
+    """n × n matrices that follow the d = ∞ initial law (`momentgen.compiler.initial.law_factors`), moved by
     the exact matrix flow; legs: sizes n and n/2. The estimate is not a bound: the quantile
     spectra converge at an uneven rate and the Haar mixing of free indices is random at O(1/n)
     (tied h2 case: n = 800 is 3.2e-3 from the exact curve where n vs 400 differ by 1.0e-3), so
     the status is ``"unverified"``. With ``[truncation] draws = S > 1`` each leg is an ensemble of
-    S draws averaged with control variates (`momentgen.ensemble`), run on two processes; its
+    S draws averaged with control variates (`momentgen.dynamics.ensemble`), run on two processes; its
     estimate adds 3 standard errors of the size-n ensemble. Given finite matrices (a problem with
     ``factors``, e.g. a from-file init) it is their own matrix flow: no closure, the exact solution
     of the hierarchy from their moments (estimate: the integration tolerance)."""
@@ -348,7 +348,7 @@ class MatrixModelClosure(FlowClosure):
         return problem.law_run(factors, means, seed, spectra=spectra_request(problem, trace_spectrum))
 
 
-#: The edge layer of the reported leg, and the coarser, shallower one it is compared with (`momentgen.edge`).
+#: The edge layer of the reported leg, and the coarser, shallower one it is compared with (`momentgen.laws.edge`).
 EDGE = (EDGE_STEP, EDGE_DEPTH)
 COARSE_EDGE = (2 * EDGE_STEP, EDGE_DEPTH - 4.0)
 #: The same for the layer of a data covariance Σ (MATH.md §10): half the step, because a direction λ of Σ is learned
@@ -365,7 +365,7 @@ class QuadratureClosure(FlowClosure):
 
     Legs: the Gauss representation of order n (reported), its Gauss–Radau variant (a node fixed
     at each positive letter's lower spectral edge, the same moments to degree 2n:
-    `momentgen.representation.free_product`) and order n − 1. The Gauss and Radau
+    `momentgen.laws.representation.free_product`) and order n − 1. The Gauss and Radau
     representations are the two principal representations of what order n knows; where the
     flow stretches an unresolved layer at a hard edge, the Gauss rule lets its node escape and
     the Radau rule holds it back, and the truth lies between (measured: the estimate is 1.8–5×
@@ -374,8 +374,8 @@ class QuadratureClosure(FlowClosure):
     as not a bound. A closed hierarchy needs no closure: the zero closure solves it exactly.
 
     With one index that is not a multiple of the identity and whose law is known
-    (`momentgen.initial.layered_index`: a Wishart student against a teacher c·I) that index gets
-    the edge-adapted rule of `momentgen.edge` instead — the same moments to degree 2n + 1 plus a
+    (`momentgen.compiler.initial.layered_index`: a Wishart student against a teacher c·I) that index gets
+    the edge-adapted rule of `momentgen.laws.edge` instead — the same moments to degree 2n + 1 plus a
     layer of nodes far below the Gauss nodes at the spectral edge, so the risk's tail is right in
     relative terms (MATH.md §12) — and the legs are: that rule (reported), the rule with cells twice
     as wide reaching less deep (its error is O(step⁴), and it gives up first when the escaping front
@@ -506,7 +506,7 @@ CLOSURES = _registry(ZeroClosure(), RiccatiClosure(), QuadratureClosure(), Matri
 
 def whole_curve_closure(config, kappa):
     """The first flow closure, in order of preference, that covers a whole curve of ``config`` at κ = ``kappa``: the
-    exact riccati closure where the configuration is in its class (`momentgen.riccati.outside_riccati`), else the
+    exact riccati closure where the configuration is in its class (`riccati.outside_riccati`), else the
     quadrature closure, then the matrix model — one that carries the finite-learning-rate term where κ > 0."""
     if outside_riccati(config, kappa) is None:
         return CLOSURES["riccati"]

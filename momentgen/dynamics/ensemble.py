@@ -1,11 +1,11 @@
 """Ensembles of matrix models: several Haar draws, averaged with control variates (MATH.md §8).
 
-A matrix model of size n (`momentgen.initial.law_factors`) starts from one random draw of
+A matrix model of size n (`momentgen.compiler.initial.law_factors`) starts from one random draw of
 n × n matrices whose moments are the d = ∞ ones up to O(1/n) fluctuations; its trajectory
 inherits them (measured on untied h1, τ ∈ [0, 0.8]: one draw at n = 100 is 0.015–0.04 off the
 d → ∞ curve). Averaging draws removes the fluctuation but not the O(1/n) bias, and most of the
 fluctuation of a trajectory is explained by its own initial moments, whose d = ∞ values are
-known exactly (`momentgen.initial.exact_moments`). `control_variate_mean` regresses the draws'
+known exactly (`momentgen.compiler.initial.exact_moments`). `control_variate_mean` regresses the draws'
 trajectories on their initial deviations and reports the intercept — the ensemble mean at
 initial moments equal to the d = ∞ ones — with its standard error from the residuals.
 
@@ -13,7 +13,7 @@ With the finite-learning-rate term (κ > 0) each draw is a stochastic matrix mod
 standard error covers the noise too (the Haar draw's and the SGD-like noise's fluctuations together).
 
 `run_ensemble` runs the draws of one size in parallel (two processes by default, one BLAS
-thread each) and returns a `momentgen.flow.FlowRun` whose series are those intercepts and whose
+thread each) and returns a `momentgen.setting.flow.FlowRun` whose series are those intercepts and whose
 ``info["standard_error"]`` holds their standard errors. Time is on the kind's axis.
 """
 

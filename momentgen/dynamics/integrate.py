@@ -1,6 +1,6 @@
 """Integrating a truncation, with an honest validity horizon (MATH.md §6).
 
-`solve` is the one loop: it integrates a `momentgen.truncation.Truncation` over the output
+`solve` is the one loop: it integrates a `momentgen.compiler.truncation.Truncation` over the output
 grid with a scipy method and stops — never returning NaN or inf — when the state blows up
 (a moment's ``|μ_α|^{1/|α|}`` exceeds ``blowup_factor`` times its initial largest value,
 a lower bound of the spectral radius) or the order parameters leave the feasible set.

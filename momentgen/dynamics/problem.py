@@ -1,11 +1,11 @@
-"""The run pipeline's middle: Config → `Problem` → closure → `momentgen.results.Result`.
+"""The run pipeline's middle: Config → `Problem` → closure → `momentgen.dynamics.results.Result`.
 
 A `Problem` is what any closure needs to run one configuration: the model, the loss and its
 potential Φ, the initial state (a d = ∞ law of independent inits, or finite-d factors — from
 files, or given, e.g. the matrices an SGD run starts from), the initial means of a kind with a
 mean, the output grid on the kind's time axis and the words to report. The CLI, the Python API,
-`momentgen.comparison` and `verify` all go through `Problem.from_config` and a closure of
-`momentgen.closures.CLOSURES`.
+`momentgen.evidence.comparison` and `verify` all go through `Problem.from_config` and a closure of
+`momentgen.dynamics.closures.CLOSURES`.
 """
 
 import re
@@ -55,7 +55,7 @@ class Problem:
         """The problem of ``config``; ``factors`` (finite matrices) override the inits' d = ∞ law — a
         from-file init gives its own (`Config.start_factors`); ``kappa`` overrides `Config.kappa`; ``times``
         are extra output times in [0, T] (e.g. where a spectrum is wanted); ``spectra``: the flow closures
-        also record the trainable letters' spectra (`momentgen.spectra`; a matrix model's eigenvalues cost
+        also record the trainable letters' spectra (`momentgen.setting.spectra`; a matrix model's eigenvalues cost
         about a second per letter and 51 times at n = 400)."""
         factors = config.start_factors() if factors is None else factors
         return cls(config, factors, potential, kappa, tuple(float(t) for t in times), bool(spectra))
@@ -84,7 +84,7 @@ class Problem:
 
     @cached_property
     def data(self):
-        """The tokens' covariance Σ (`momentgen.data.DataCovariance`)."""
+        """The tokens' covariance Σ (`momentgen.setting.data.DataCovariance`)."""
         return self.config.data()
 
     def sigma_of(self, factors):
@@ -111,7 +111,7 @@ class Problem:
 
     @cached_property
     def time_change(self):
-        """The `momentgen.schedules.TimeChange` of a scheduled run, None for constant lr and batch."""
+        """The `momentgen.setting.schedules.TimeChange` of a scheduled run, None for constant lr and batch."""
         return self.config.time_change()
 
     @cached_property
@@ -177,7 +177,7 @@ class Problem:
 
     def fast_phase(self):
         """A kind with a mean: the fast phase on t = nη from the initial order parameters (exact in every
-        closure), as ``{"fast_t", "fast_m", "m_star"}``; else ``{}`` (`momentgen.slaved_mean`)."""
+        closure), as ``{"fast_t", "fast_m", "m_star"}``; else ``{}`` (`momentgen.compiler.slaved_mean`)."""
         program = self._source_program
         truncation = Truncation(program, self.potential, self.gamma, means=self.means)
         initial = partial(self.initial_moments, program.word_codes)  # computed only by a kind with a mean
@@ -186,7 +186,7 @@ class Problem:
     def matrix_flow(self, factors, means=None, spectra=None):
         """``factors`` moved by the kind's matrix flow with the theory's coefficients (starting on the
         branch ``means``), the reported words read as ``(1/d) Tr`` on `times` (and the ``spectra`` of
-        `momentgen.flow.run`): a `momentgen.flow.FlowRun`."""
+        `momentgen.setting.flow.run`): a `momentgen.setting.flow.FlowRun`."""
         return run_flow(
             self.model, factors, self.source(means), times=self.times, codes=self.word_codes, texts=self.words,
             spectra=spectra, sigma=self.sigma_of(factors),
@@ -195,7 +195,7 @@ class Problem:
     def law_run(self, factors, means=None, seed=0, spectra=None):
         """The matrix model's run from finite ``factors``: their matrix flow (`matrix_flow`), or with κ > 0 the
         stochastic matrix model of the finite-learning-rate term with noise seed ``seed``
-        (`momentgen.flow.run_stochastic`; no spectra)."""
+        (`momentgen.setting.flow.run_stochastic`; no spectra)."""
         if self.kappa > 0:
             return run_stochastic(
                 self.model, factors, self.source(means), times=self.times, codes=self.word_codes, texts=self.words,

@@ -1,7 +1,7 @@
 """`Result`: what a closure returns — a trajectory, how far it can be trusted, and its provenance.
 
-Every closure (`momentgen.closures`) returns one, for the CLI (``momentgen solve``, which writes
-``to_json()``), the Python API, `momentgen.comparison` and ``verify``. Times are on the model's
+Every closure (`momentgen.dynamics.closures`) returns one, for the CLI (``momentgen solve``, which writes
+``to_json()``), the Python API, `momentgen.evidence.comparison` and ``verify``. Times are on the model's
 axis (``time_scale``); ``series`` maps canonical words to their normalised trace moments
 ``μ_α = (1/d) Tr(…)`` at d = ∞ along ``t``. A `Result` is read one way, by its attributes:
 ``result.series``, ``result.status``; a fast phase's arrays in ``result.fast``, a closure's or an SGD
@@ -105,7 +105,7 @@ class Result(Moments):
         return _plain(self.fields())
 
     def to_store(self):
-        """Every field, JSON-ready, as `from_store` reads it back (`momentgen.store`)."""
+        """Every field, JSON-ready, as `from_store` reads it back (`momentgen.core.store`)."""
         return _plain({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
 
     @classmethod
@@ -194,7 +194,7 @@ class Result(Moments):
         symmetric, of ``X Xᵀ``: the squared singular values) at the output time ``t``, from the closure's
         state: ``{"letter", "of", "t", "x", "cdf", "density", "cdf_low", "cdf_high"}`` on ``x`` (default
         ``points`` points spanning the spectrum) — a smooth reconstruction from the state's spectral rule
-        (`momentgen.spectra.reconstruct`; ``cdf_low``/``cdf_high`` the band the rule certifies). The riccati,
+        (`momentgen.setting.spectra.reconstruct`; ``cdf_low``/``cdf_high`` the band the rule certifies). The riccati,
         quadrature and matrix-model closures (the riccati closure's from the density of its Stieltjes transform)."""
         return _spectrum_of(self, letter, t, points, x)
 
@@ -210,7 +210,7 @@ class Result(Moments):
             ax = figures.new_figure(width=5.5, height=3.8)[1][0]
         words = [words] if isinstance(words, str) else words  # one column by its name, e.g. words="risk"
         words = words or [w for w, v in self.series.items() if np.ptp(np.asarray(v)) > 0][:6]
-        measured = "d" in self.extra  # an SGD run (`momentgen.api.simulate`): markers under the theory's lines
+        measured = "d" in self.extra  # an SGD run (`api.simulate`): markers under the theory's lines
         for w in words:
             label, values = _column_of(self, w)
             if measured:

@@ -2,7 +2,7 @@
 
 The risk ``E[ℓ]`` is Φ itself at the state (for a kind with a mean at the slaved ``m*(q)``, followed
 along the run from the branch the fast phase reached). It is read from the trajectory's order words
-with the same `momentgen.truncation.Truncation` accessors the right-hand side uses, so it needs no
+with the same `momentgen.compiler.truncation.Truncation` accessors the right-hand side uses, so it needs no
 extra integration. Accuracy: the state's own error propagates into it *absolutely*; where the risk
 is small it is a difference of O(1) moments (mse: ``2(q11 − 2q12 + q22)``), so its relative error grows
 like (moment error)/risk — read a risk far below the closure's estimate as unresolved.
@@ -46,7 +46,7 @@ def theory_risk(problem, series, means=None):
 
 def theory_excess_risk(problem, series, risk, means=None):
     """With label noise (MATH.md §13), the excess risk along ``series``: Φ of the noiseless teacher's loss
-    (`momentgen.losses.Loss.clean`) at the same order parameters — ``risk − σ²`` per output when the noise is
+    (`momentgen.setting.losses.Loss.clean`) at the same order parameters — ``risk − σ²`` per output when the noise is
     additive (`Loss.noise_offset`), else that loss's own potential along the run. None for a noiseless loss."""
     loss = problem.loss
     if not loss.noisy:

@@ -71,8 +71,8 @@ def _spectrum(spec, n):
 
 def riccati_tied_moments(potential, student, teacher, times, n=200, rtol=1e-11):
     """Exact d = ∞ ``t₁``, ``q₁₁``, ``q₁₂`` of the tied Riccati case at ``times`` (tied axis
-    t = 4nη/d; see the module docstring). ``potential``: a tied `momentgen.potential.Potential` with K = 2, L = 1;
-    ``student``, ``teacher``: their `momentgen.initial.InitSpec` (Gaussian or identity).
+    t = 4nη/d; see the module docstring). ``potential``: a tied `potential.Potential` with K = 2, L = 1;
+    ``student``, ``teacher``: their `momentgen.compiler.initial.InitSpec` (Gaussian or identity).
     Returns {"S1": …, "S1 S1": …, "S1 S2": …} (arrays over ``times``)."""
     lam, p = _spectrum(student, n)  # student spectrum at t = 0
     x, nu = _spectrum(teacher, n)

@@ -29,7 +29,7 @@ computed as configured (a closure that cannot carry the finite-learning-rate ter
    estimates — nothing else: an effect the tool can compute (the finite-learning-rate term) is never
    an allowance. The other extrapolation model (1/√d for a centred kind, 1/d with a mean) is reported
    beside it, and the check says when the verdict depends on the model. Seeds run in parallel
-   (`momentgen.parallel`); ``budget`` (seconds) chooses seeds and drift steps to fit.
+   (`momentgen.core.parallel`); ``budget`` (seconds) chooses seeds and drift steps to fit.
 
 Independent legs: drift (SGD side) and finite-d (SGD). The theory legs (closure, cross-check) are
 consistency checks of the theory with itself. An unexpected error inside a leg is a failed leg with its
@@ -129,7 +129,7 @@ def verify(
     budget=None,
     n_jobs=None,
 ):
-    """Run the four checks (module docstring) for a `momentgen.config.Config`.
+    """Run the four checks (module docstring) for a `momentgen.setting.config.Config`.
 
     ``dims``: two dimensions d₁ < d₂ of the SGD references; ``seeds``: SGD seeds of the finite-d
     leg; ``steps``: SGD steps of the drift check per d; ``kappa``: κ = ηd/B of every SGD run

@@ -1,4 +1,4 @@
-"""The plan of `momentgen.verification.verify`: the SGD dimensions, seeds and drift steps that fit a time budget
+"""The plan of `verification.verify`: the SGD dimensions, seeds and drift steps that fit a time budget
 (measured step costs, `_plan`), and the finite-d start states of each leg (`_States`)."""
 
 import time
@@ -146,7 +146,7 @@ class _States:
     starts from them), the same for every seed, at d₁ = the file's d, and at d₂ = 2d₁ the same
     matrices lifted by ``F ⊗ I₂`` — every normalised trace moment unchanged, so the two SGD runs
     differ only by their dimension and the extrapolation in 1/d is at a fixed initial state. A from-file Σ fixes
-    the dimensions the same way: d₁ its d, d₂ = 2d₁ with Σ ⊗ I₂ (`momentgen.data.DataCovariance.eigenvalues`)."""
+    the dimensions the same way: d₁ its d, d₂ = 2d₁ with Σ ⊗ I₂ (`data.DataCovariance.eigenvalues`)."""
 
     def __init__(self, config):
         self.config, self.model = config, config.model

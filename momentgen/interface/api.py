@@ -62,7 +62,7 @@ def solve(
     closure : {"zero", "riccati", "quadrature", "matrix-model"}, optional
         The closure; default ``[truncation] closure``. Where none is named (``closure`` and ``degree`` None) and
         the configured one's window ends before the horizon, the closure that vouches for the horizon is run
-        instead (`momentgen.closures.vouching_closure`, as `verify` does) and the message says so.
+        instead (`momentgen.dynamics.closures.vouching_closure`, as `verify` does) and the message says so.
     degree, size : int, optional
         ``[truncation] degree`` (the quadrature closure's order is ⌊(degree − 1)/2⌋) and the matrix model's n.
     finite_lr : bool, optional
@@ -72,7 +72,7 @@ def solve(
     spectra : bool, default False
         Record the trainable letters' spectra for `Result.spectrum` (quadrature and matrix-model closures).
     cache : bool or path, optional
-        A folder of the result store (`momentgen.store`; True: the default one): a stored run is read back.
+        A folder of the result store (`momentgen.core.store`; True: the default one): a stored run is read back.
     **overrides
         Tables of keys to change, validated like the file's, e.g. ``integrate={"T": 0.5}``.
 
@@ -114,7 +114,7 @@ def _solve(config, closure, degree, size, times, spectra):
 
 
 def stored(cache, job, config, arguments, compute, encode, decode):
-    """``compute()`` through the result store of ``cache`` (`momentgen.store`): a stored payload is decoded, else
+    """``compute()`` through the result store of ``cache`` (`momentgen.core.store`): a stored payload is decoded, else
     the result is computed, encoded and filed under the key of ``job``, ``config`` and ``arguments``."""
     store = open_store(cache)
     if store is None:
@@ -220,7 +220,7 @@ def _simulate(config, progress):
 
 
 class Comparison(dict):
-    """`momentgen.comparison.compare`'s output (a dict: ``theory``, ``sgd``, ``flow``, ``table``…, and ``note``: why
+    """`comparison.compare`'s output (a dict: ``theory``, ``sgd``, ``flow``, ``table``…, and ``note``: why
     another closure than the configured one was run, or None) with ``to_pandas()`` (the sup-error table, the note in
     its ``attrs``), ``to_json()`` and ``figure`` (the written figure's path)."""
 
@@ -317,7 +317,7 @@ def compare(
 
 
 def _compare_run(config, degrees, dims, seeds, out, named, theory_init, kw):
-    """`momentgen.comparison.compare` with the named closures, or the one that vouches for the horizon."""
+    """`momentgen.evidence.comparison.compare` with the named closures, or the one that vouches for the horizon."""
     note = None
     if named is None:  # the configured closure, or the one that vouches for the horizon (`solve`'s rule)
         config, note = vouching_closure(config, solve_with_closure(config, degree=degrees[0]))

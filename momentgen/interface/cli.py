@@ -30,7 +30,7 @@ Subcommands:
   ``[sgd] d``; writes OUT and OUT.png;
 * ``momentgen verify CONFIG [--closure C] [--degree M] [--d 100,200] [--seeds N] [--steps N] [--kappa K]
   [--budget SECONDS] [--jobs N] [--json OUT] [--out DIR]``:
-  independent evidence with a verdict (`momentgen.verification`): drift at t = 0 vs SGD, the closure and a
+  independent evidence with a verdict (`momentgen.evidence.verification`): drift at t = 0 vs SGD, the closure and a
   second one, SGD at two d extrapolated to d = ∞; exit status 0 ``agree``, 1 ``disagree``, 3 ``cannot
   verify`` (2: an error before anything ran).
 """
@@ -188,7 +188,7 @@ def _cmd_solve(args):
     )
     ensure_outputs(_run_outputs(args.json), config.input_paths())
     start = time.perf_counter()
-    # no closure named (--closure, --degree): the one that vouches for the horizon (`momentgen.api.solve`)
+    # no closure named (--closure, --degree): the one that vouches for the horizon (`momentgen.interface.api.solve`)
     result = api.solve(config, closure=args.closure, degree=args.degree, cache=args.cache)
     _write_run(args.json, {**result.to_json(), "provenance": provenance(config)}, result.t,
                {**result.series, **result.derived})  # fmt: skip
@@ -210,7 +210,7 @@ def _sgd_overrides(args):
 
 
 def _cache_argument(parser):
-    """``--cache [FOLDER]``: the result store (`momentgen.store`; without a folder, the default one)."""
+    """``--cache [FOLDER]``: the result store (`momentgen.core.store`; without a folder, the default one)."""
     parser.add_argument("--cache", nargs="?", const=True, default=None, metavar="FOLDER",
                         help="read the result back from this result store if it holds it, else compute and file it "
                         "(no FOLDER: $MOMENTGEN_CACHE or ~/.cache/momentgen)")  # fmt: skip
@@ -318,7 +318,7 @@ def _cmd_compare(args):
     figures = [("compare figure", out / f"compare.{suffix}") for suffix in ("png", "svg", "pdf")]
     ensure_outputs([("compare JSON", out / "compare.json"), ("compare CSV", out / "compare.csv"), *figures],
                    config.input_paths())  # fmt: skip
-    # no closure named (--closures, --degrees): the one that vouches for the horizon (`momentgen.api.compare`)
+    # no closure named (--closures, --degrees): the one that vouches for the horizon (`momentgen.interface.api.compare`)
     data = api.compare(
         config,
         degrees,
@@ -596,7 +596,7 @@ def _in_main_thread():
 
 
 def _terminate(signum, frame):
-    """SIGTERM ends a run like Ctrl-C: the worker processes of `momentgen.parallel` are stopped with it."""
+    """SIGTERM ends a run like Ctrl-C: the worker processes of `momentgen.core.parallel` are stopped with it."""
     raise KeyboardInterrupt
 
 

@@ -14,5 +14,5 @@ __all__ = ["names", "config_path", "config", "FOLDER"]
 
 
 def config(name, **overrides):
-    """The shipped configuration ``name`` as a validated `momentgen.config.Config` (with ``overrides``)."""
+    """The shipped configuration ``name`` as a validated `momentgen.setting.config.Config` (with ``overrides``)."""
     return load_config(config_path(name), **overrides)

@@ -7,7 +7,7 @@ one flow per eigen-direction, coupled only through the scalar coefficients. `dia
 weights of the caller's state functional on it; a `Diagonal` holds a matrix by its diagonal (its products are
 elementwise, it is its own transpose), so the kinds' own velocity code runs on m numbers per factor instead of m².
 
-The flow engine (`momentgen.flow.run`) uses this to integrate such a state with a stiff solver: once a direction has
+The flow engine (`flow.run`) uses this to integrate such a state with a stiff solver: once a direction has
 converged its rate (4λ²s* for the tied mse flow) bounds an explicit solver's step for the rest of a long horizon,
 while BDF's implicit steps grow with the time scale of what is still moving (a power-law tail: about as t).
 """
@@ -76,7 +76,7 @@ class DiagonalState:
 def diagonal_state(matrices, read):
     """The `DiagonalState` in which every one of ``matrices`` (square, one size m) is diagonal, or None when they
     do not commute (or are not normal). ``read(words, letters)``: the caller's state functional — ``(1/d) Tr``
-    (`momentgen.matrices.trace_moments`) or a state vector's (`momentgen.representation.vector_moments`); its
+    (`matrices.trace_moments`) or a state vector's (`momentgen.laws.representation.vector_moments`); its
     weights are its values on the projectors of the basis. A state that does not commute is told apart in O(m²)
     per pair (`_commute_on_a_vector`) before any O(m³) work."""
     matrices = [np.asarray(a, dtype=float) for a in matrices]

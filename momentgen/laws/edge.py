@@ -15,11 +15,11 @@ whole rule still has every moment of degree ≤ 2n + 1 of the law, and a front m
 speed in ``log λ₀`` is integrated with an O(step⁴) relative error, at every depth the nodes reach.
 
 The closure uses it where it represents the layer's flow exactly: one index that is not a multiple
-of the identity (`momentgen.initial.layered_index`), so every other letter is a scalar on its space.
+of the identity (`momentgen.compiler.initial.layered_index`), so every other letter is a scalar on its space.
 With two free non-scalar letters the edge's growth is a harmonic mean over the other letter's law
 (MATH.md §12), which a layer coupled to the other letter only through its mean would get wrong.
 
-`measure_component` turns a discrete measure into a graded `momentgen.representation.Component`
+`measure_component` turns a discrete measure into a graded `momentgen.laws.representation.Component`
 (Lanczos with full reorthogonalisation: the first n + 1 basis vectors are the Krylov space, degrees
 0..n, the layer's vectors follow at degree n) and keeps the exact root factor
 ``F = Qᵀ diag(√x) Q``, which the flow moves: a root taken from the letter (`psd_root`) treats

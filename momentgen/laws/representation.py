@@ -52,7 +52,7 @@ class Component:
     ``edges``: {letter code: lower edge of its spectrum} for the positive letters whose edge is
     known — the node the Gauss–Radau variant (`radau_diagonal`) fixes there. ``roots``: {letter
     code: F with F Fᵀ = the letter} when the component is a discrete measure whose root is known
-    exactly (`momentgen.edge.measure_component`).
+    exactly (`momentgen.laws.edge.measure_component`).
     """
 
     letters: dict

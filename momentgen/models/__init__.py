@@ -25,7 +25,7 @@ class Model:
         *not* part of the model: they are inputs of the compiled program. ``sigma``: the tokens have a
         covariance Σ ≠ I (MATH.md §10), a fixed letter ``Sigma`` in the words (its law is data, not part of
         the model). ``definition`` is the kind's `ModelKind` (its letters, rules and coefficient families, and its roles
-    ``definition.matrices``, ``definition.laws``), ``alphabet`` its letters (`momentgen.words.Alphabet`).
+    ``definition.matrices``, ``definition.laws``), ``alphabet`` its letters (`momentgen.models.words.Alphabet`).
     """
 
     kind: str

@@ -2,7 +2,7 @@
 
 A word of length ``w`` packs into one ``uint64``, ``bits`` bits a letter, first letter most
 significant, so numeric order is lexicographic order and a rotation is two shifts and a mask
-— the bulk arithmetic of `momentgen.words` and `momentgen.hierarchy` (10⁵–10⁶ words). The
+— the bulk arithmetic of `momentgen.models.words` and `momentgen.compiler.hierarchy` (10⁵–10⁶ words). The
 letters and their transposes come from the kind (`ModelKind.letter_kinds`, `transposes`).
 """
 

@@ -163,7 +163,7 @@ def shifted(factor, step, c=1.0):
 def diagonal_of(matrix):
     """The diagonal of a square matrix that is diagonal (a data covariance Σ in its eigenbasis, an identity
     letter), else None: a product with it is then a scaling, O(d²) instead of O(d³). None for a matrix held by its
-    diagonal already (a `momentgen.commuting.Diagonal`, one axis), whose products are elementwise."""
+    diagonal already (a `momentgen.laws.commuting.Diagonal`, one axis), whose products are elementwise."""
     if np.ndim(matrix) == 1:
         return None
     diagonal = np.diagonal(matrix)
@@ -172,7 +172,7 @@ def diagonal_of(matrix):
 
 def identity_like(matrix):
     """The identity of ``matrix``'s size, held as it is held (by its diagonal for a one-axis
-    `momentgen.commuting.Diagonal`)."""
+    `momentgen.laws.commuting.Diagonal`)."""
     return np.ones_like(matrix) if np.ndim(matrix) == 1 else np.eye(len(matrix))
 
 
@@ -227,7 +227,7 @@ class KindMatrices:
     def noise_increments(self, model, factors, H):
         """The change of each factor when the noise matrices of the indices are ``H`` (list of d × d,
         one per index): the linear map h → Δfactor of one SGD step's fluctuation, without −η (the
-        stochastic matrix model of `momentgen.flow` and docs/FINITE_LR.md). Fixed indices: 0."""
+        stochastic matrix model of `momentgen.setting.flow` and docs/FINITE_LR.md). Fixed indices: 0."""
         raise ModelError(f"the {self.kind.name} model has no finite-learning-rate term")
 
     def means(self, factors, sigma=None):
@@ -295,7 +295,7 @@ class KindLaws:
         return [c for k in range(1, model.K + 1) for c in self.kind.letter_codes(k)]
 
     def representation_component(self, k, spec, n, exact_oracle, generators, tol):
-        """A graded `momentgen.representation.Component` of index k's letters at d = ∞ from a
+        """A graded `momentgen.laws.representation.Component` of index k's letters at d = ∞ from a
         Gaussian ``spec`` (identity letters are scalars, handled by the caller);
         ``exact_oracle(words)`` gives the index's own exact moments, ``generators`` the letter codes
         that span the space (the others ride along as passengers). Default: Gram–Schmidt on those moments (letters
@@ -306,13 +306,13 @@ class KindLaws:
         return gram_component(generators, self.kind.transpose_table(k), exact_oracle, n, tol, passengers)
 
     def spectral_law(self, k, spec):
-        """The d = ∞ spectral law (`momentgen.edge.SpectralLaw`) of index k's one letter under a Gaussian
+        """The d = ∞ spectral law (`momentgen.laws.edge.SpectralLaw`) of index k's one letter under a Gaussian
         ``spec``, when it is known in closed form and has no atom (the edge-adapted rule needs it); else None."""
         return None
 
     def kernel_projectors(self, factors):
         """{letter code: projector onto its kernel} of finite factors' letters of deficient rank whose
-        kernel the flow keeps (the rank split of `momentgen.representation.gram_component`)."""
+        kernel the flow keeps (the rank split of `momentgen.laws.representation.gram_component`)."""
         return {}
 
     def spectral_edges(self, factors):
@@ -322,7 +322,7 @@ class KindLaws:
     def factor_parts(self, letters, tol, roots=None):
         """Factors (this kind's layout) of compressed letter matrices, so the flow moves factors; ``roots``:
         {letter code: exact root factor} to use instead of one computed from the letter
-        (`momentgen.representation.Representation.roots`)."""
+        (`momentgen.laws.representation.Representation.roots`)."""
         raise ModelError(f"the {self.kind.name} model's hierarchy is closed: it needs no quadrature representation")
 
 
@@ -464,7 +464,7 @@ class ModelKind:
 
     def potential_families(self, value):
         """{family name: array} of the coefficients Φ alone determines, from the
-        `momentgen.potential.PotentialValue` ``value`` (arrays dQ1 = ∂Φ/∂Q1, dQ2 = ∂Φ/∂Q2 (K, K))."""
+        `momentgen.compiler.potential.PotentialValue` ``value`` (arrays dQ1 = ∂Φ/∂Q1, dQ2 = ∂Φ/∂Q2 (K, K))."""
         raise NotImplementedError
 
     def coefficient_arrays(self, value, moments, model, trace_conserving=False, gamma=0.0):

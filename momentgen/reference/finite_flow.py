@@ -17,7 +17,7 @@ def matrix_flow(model, factors, source, *, times, words, rtol=1e-9, atol=1e-11, 
     (on the kind's axis, ``model.time_scale``: tied t = 4nη/d, others τ = nη/d).
 
     ``source`` supplies the coefficients from the matrices' own order parameters (see
-    `momentgen.flow`; the theory's is `momentgen.truncation.CoefficientSource`, which for a kind with
+    `momentgen.setting.flow`; the theory's is `momentgen.compiler.truncation.CoefficientSource`, which for a kind with
     a mean uses the slaved m*(q) and the trace-conserving β′ of MATH.md §4). Deterministic and free
     of truncation: the finite-d reference between SGD and the hierarchy. A state the source
     cannot pass ends the run early (``status``). ``data``: the tokens' covariance Σ (a fixed letter).

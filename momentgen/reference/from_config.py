@@ -77,7 +77,7 @@ def config_sgd(config, *, d, seed, times, words, axis_lr=None, **options):
 
 
 def _seed_run(config, d, seed, times, words, fast_times, progress, risk_samples=RISK_SAMPLES):
-    """One seed of `simulate_config` (a task for `momentgen.parallel.run_tasks`)."""
+    """One seed of `simulate_config` (a task for `momentgen.core.parallel.run_tasks`)."""
     return config_sgd(config, d=d, seed=seed, times=times, words=words, progress=progress, fast_times=fast_times,
                       risk_samples=risk_samples)  # fmt: skip
 

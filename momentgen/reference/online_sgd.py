@@ -342,19 +342,19 @@ def sgd(
     factors : optional
         Start from these finite-d factors instead of drawing them.
     progress : bool, optional
-        Steps done on stderr (`momentgen.progress.Progress`): by default a bar in a terminal or notebook,
+        Steps done on stderr (`momentgen.core.progress.Progress`): by default a bar in a terminal or notebook,
         a status line every 30 s in a log; False: silent.
     fast_times : array_like, optional
         Kinds with a mean: also record the means ``m_k`` at these times of the fast axis
         ``t = nη`` (in ``info["fast_t"]``, ``info["fast_m"]``).
-    schedules : (lr, batch) `momentgen.schedules.Schedule` pair, optional
+    schedules : (lr, batch) `momentgen.setting.schedules.Schedule` pair, optional
         Step n uses ``lr·f(n/N)`` and batch ``max(1, round(batch·b(n/N)))``, N the steps a constant-lr
         run needs to reach ``horizon`` (default ``times[-1]``); times stay on the nominal axis (∝ steps).
     risk_samples : int
         Also estimate the population risk E[ℓ] at each time on this many fresh samples (an
         independent token stream): ``info["risk"]``, ``info["risk_se"]`` (0: not measured).
     spectra : {name: letter codes}, optional
-        Also record the eigenvalues of each symmetric product of letters (`momentgen.spectra`) at
+        Also record the eigenvalues of each symmetric product of letters (`momentgen.setting.spectra`) at
         each time: ``info["spectra"][name]``, a list of arrays.
     data : momentgen.data.DataCovariance, optional
         The tokens' covariance Σ (MATH.md §10; default isotropic); aligned inits are c Σ^b of it.
@@ -441,7 +441,7 @@ def mean_increments(model, loss, factors, *, lr, batch, words, steps, gamma=0.0,
     """The mean one-step change of each word's normalised trace, per unit of the kind's time axis,
     over ``steps`` independent SGD steps from the same ``factors`` (fresh minibatches, ``seed``; tokens of
     covariance Σ of ``data``); returns (mean, standard error), arrays over ``words``. Uses only the loss and the
-    sampler: the independent side of the drift check of `momentgen.verification`."""
+    sampler: the independent side of the drift check of `momentgen.evidence.verification`."""
     texts, codes = word_codes(model, words)
     run = SGDRun(model, loss, C, factors, lr, batch, gamma, np.random.default_rng(seed), data=data)
     sigma = data.letter(model, run.d)

@@ -1,6 +1,6 @@
 """Arguments as the CLI and the Python API both take them: one validation, one `ConfigError` that names
 the argument (never a bare TypeError or ValueError). Each value is validated again by the
-configuration key it sets (`momentgen.config`)."""
+configuration key it sets (`momentgen.setting.config`)."""
 
 import numpy as np
 

@@ -33,7 +33,7 @@ COVARIANCES = ("isotropic", "power-law", "from-file")
 class DataCovariance:
     """Σ of the tokens (module docstring). ``values``: a from-file Σ's eigenvalues and ``vectors`` its eigenvectors
     as columns in the same order (None: Σ = diag(values), in the file's coordinate order), read by
-    `momentgen.config` from the file."""
+    `momentgen.setting.config` from the file."""
 
     covariance: str = "isotropic"
     exponent: float = 1.0
@@ -69,7 +69,7 @@ class DataCovariance:
 
     @cached_property
     def law(self):
-        """The spectral law (`momentgen.edge.SpectralLaw`) of a named law, for its recurrence and edge-adapted rule;
+        """The spectral law (`edge.SpectralLaw`) of a named law, for its recurrence and edge-adapted rule;
         None for isotropic and from-file data (a file's law is its own discrete measure: `rule`)."""
         return power_law(self.exponent) if self.covariance == "power-law" else None
 

@@ -5,7 +5,7 @@ a quadrature state) with the velocities of the kind (`KindMatrices.factor_veloci
 coefficients coming from a *source* — any object with
 
 * ``words``: the code tuples whose moments the coefficients read (order parameters, …);
-* ``state``: the explicit state a run starts from (the theory's `momentgen.slaved_mean.RunState`: the branch of
+* ``state``: the explicit state a run starts from (the theory's `momentgen.compiler.slaved_mean.RunState`: the branch of
   the slaved mean, the quadrature rule's level);
 * ``coefficients(mu, t=t, state=state)``: the coefficient arrays (`ModelKind.coefficient_arrays`, plus
   ``gamma``) from those moments at time t in that state (t matters only for a schedule's κ(t)), a pure function;
@@ -13,7 +13,7 @@ coefficients coming from a *source* — any object with
   run; and ``errors``: the exception classes that mean "this state cannot be passed" (a status, not a crash).
 
 The engine knows nothing of Φ: the theory passes a source built from its potential
-(`momentgen.truncation.CoefficientSource`), and the reference side's finite-d matrix flow
+(`momentgen.compiler.truncation.CoefficientSource`), and the reference side's finite-d matrix flow
 (`momentgen.reference.matrix_flow`) receives one from its caller. Moments are read as ``(1/d) Tr``
 (finite matrices) or, with the reader the caller passes, from the state vector ``⟨e₀, X⋯X e₀⟩``
 of a GNS representation. Time is on the kind's axis.
@@ -170,13 +170,13 @@ def run(
     tied t = 4nη/d, others τ = nη/d) and measure the words ``codes`` (code tuples,
     reported under ``texts``) and the ``probes`` (code tuples measured as they are — for a state
     that is not tracial their rotations differ). ``read(words, letters)`` measures moments:
-    `momentgen.matrices.trace_moments` (default) or a state-vector reader. ``spectra``: (function, {name:
+    `momentgen.setting.matrices.trace_moments` (default) or a state-vector reader. ``spectra``: (function, {name:
     product codes}) — the spectral measure of each product at every output time, by ``function``
-    (`momentgen.spectra.trace_spectrum` or ``vector_spectrum``), in ``info["spectra"]``. ``sigma``: the data
+    (`momentgen.setting.spectra.trace_spectrum` or ``vector_spectrum``), in ``info["spectra"]``. ``sigma``: the data
     covariance Σ (a fixed letter, last in code order) of a model with one. Returns a
     `FlowRun`; a state the source cannot pass ends the run with a status.
 
-    A commuting state (every matrix diagonal in one basis: `momentgen.commuting`) is integrated by its diagonals
+    A commuting state (every matrix diagonal in one basis: `momentgen.laws.commuting`) is integrated by its diagonals
     with BDF (its Jacobian by differences, dense), which steps over the converged directions' fast rates: a long
     horizon costs about its number of decades (its tolerances `BDF_TIGHTER` times tighter). Any other state by
     DOP853. ``info["method"]`` says which."""
@@ -235,7 +235,7 @@ def run_stochastic(model, factors, source, *, times, codes, texts=None, dt=2e-3,
     The Itô SDE ``dF = v(F) dt + noise_increments(F, dH)`` on the factors (d × d), with Gaussian
     increments of the per-index noise matrices ``E[dH_k,ab dH_l,cd] = (ρ dt/d) (κN1_kl δ_ac δ_bd +
     κN2_kl δ_ad δ_bc)``, ρ the kind's SGD steps per unit time times η/d (tied ¼, others 1), and
-    κN1, κN2 from the source (a `momentgen.truncation.CoefficientSource` built with κ): the
+    κN1, κN2 from the source (a `momentgen.compiler.truncation.CoefficientSource` built with κ): the
     continuous-time limit of online SGD's minibatch noise, which the normalised traces feel only
     through the Itô terms of the hierarchy, self-averaging at O(1/d). Fixed steps of at most
     ``dt`` (on the kind's axis): Heun for the drift, Euler–Maruyama for the noise (weak order 1:

@@ -3,7 +3,7 @@
 * ``gaussian``: factors with iid ``N(0, scale²/d)`` entries and inner width ``width_ratio · d``
   (scales ``scale_U``, ``scale_V`` for a kind with two factors);
 * ``identity``: the letters are ``c I``;
-* ``from-file``: finite-d matrices from an ``.npz`` (`momentgen.matrices.load_factors`);
+* ``from-file``: finite-d matrices from an ``.npz`` (`momentgen.setting.matrices.load_factors`);
 * ``aligned``: the letter is ``c Σ^b`` (b = ``exponent``), a function of the data covariance Σ
   (MATH.md §10: the source condition of the scaling-law literature).
 

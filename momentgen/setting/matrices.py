@@ -4,7 +4,7 @@ factors come from (sampled with a seed, or read from a file).
 This is the reference side of a word: ``μ_α = (1/d) Tr(Z_1 ⋯ Z_w)`` evaluated on actual
 ``d × d`` matrices at finite ``d`` (MATH.md §2). Factors are in the layout of the model's kind
 (`momentgen.models.ModelKind`: e.g. ``W_k`` whose letter is ``W_k W_kᵀ``, or ``(U_k, V_k)``);
-letter matrices are listed in letter-code order (`momentgen.words.Alphabet`). Nothing here
+letter matrices are listed in letter-code order (`momentgen.models.words.Alphabet`). Nothing here
 depends on the theory: SGD and the matrix flow use it, and so does the theory when it starts
 from finite matrices.
 """
@@ -73,7 +73,7 @@ def _complete(model, specs):
 def sample_factors(model, specs, d, seed, data=None):
     """Finite-d factors (the kind's layout) drawn from ``specs`` ({k: InitSpec}) with a seed; from-file
     indices are read (their d must be ``d``); aligned ones are ``c Σ^b`` of the data covariance ``data``
-    (`momentgen.data.DataCovariance`)."""
+    (`momentgen.setting.data.DataCovariance`)."""
     rng = np.random.default_rng(seed)
     specs = _complete(model, specs)
     family, factors = model.definition, []

@@ -28,12 +28,12 @@ Two ways to compute them, chosen by `Potential` (``method="auto"``):
   ignores a constant added to its row): a tensor trapezoidal rule on [−10, 10] up to 4
   dimensions (geometric convergence for integrands analytic in a strip), a Smolyak sparse
   grid of Gauss–Hermite rules beyond. ℓ, ∇ℓ and ∇²ℓ come from symbolic derivatives,
-  compiled with numba (`momentgen.codegen`); gradients by Price's theorem, no finite
+  compiled with numba (`momentgen.core.codegen`); gradients by Price's theorem, no finite
   differences. The level is calibrated at the first state to the requested ``rtol``
   (estimated from the geometric tail of successive levels) and then kept fixed, so that Φ is
   smooth in q for the ODE solver; along a run the rule is checked at states far from the
   calibration state (`Potential.audit`, `Potential.accuracy_report`) and a run whose rule
-  stopped meeting ``rtol`` is redone on a refined rule (`momentgen.integrate.audited`).
+  stopped meeting ``rtol`` is redone on a refined rule (`momentgen.dynamics.integrate.audited`).
 
 The package: this module holds the interface (`Potential`, its values and derivatives, the m* Newton solver);
 `geometry` the covariance factor of the pre-activations, `quadrature` the calibrated Gaussian rules and the
@@ -83,7 +83,7 @@ class Potential:
 
     def __init__(self, loss, kind, C=None, method="auto", rtol=1e-8, level=None, seed=0):
         # label noise (MATH.md §13): Φ and its derivatives are those of E_ξ ℓ; the SGD-noise moments add up over the
-        # loss's noise parts (`momentgen.losses.Loss.noise_parts`), each a potential of its own
+        # loss's noise parts (`momentgen.setting.losses.Loss.noise_parts`), each a potential of its own
         self.noisy_loss, loss = loss, loss.expected
         self.loss, self.kind, self.definition = loss, kind, models.get(kind)
         self.L, self.K = loss.L, loss.K
@@ -146,7 +146,7 @@ class Potential:
     def frozen(self, level=None):
         """Within the block the quadrature level does not change: Φ is a pure, smooth function of
         the state (what an ODE solver needs). Far states met meanwhile are checked by `audit`.
-        ``level``: evaluate at this level of the rule (a snapshot a run carries, `momentgen.slaved_mean.RunState`)
+        ``level``: evaluate at this level of the rule (a snapshot a run carries, `slaved_mean.RunState`)
         instead of the current one, which is restored after the block; None: the current level (a rule not yet
         calibrated is calibrated at the first state)."""
         backend = self._backend

@@ -1,4 +1,4 @@
-"""The quadrature path of `momentgen.potential.Potential`: calibrated Gaussian rules (tensor trapezoidal, Smolyak
+"""The quadrature path of `potential.Potential`: calibrated Gaussian rules (tensor trapezoidal, Smolyak
 sparse grids) over the directions the loss depends on, and the loss's additive groups."""
 
 import warnings

@@ -1,4 +1,4 @@
-"""What `momentgen.potential.Potential` returns: Φ and its derivatives at one state."""
+"""What `momentgen.compiler.potential.Potential` returns: Φ and its derivatives at one state."""
 
 from dataclasses import dataclass
 

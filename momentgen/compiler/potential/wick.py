@@ -1,4 +1,4 @@
-"""The exact path of `momentgen.potential.Potential` for polynomial losses: Isserlis/Wick with mean."""
+"""The exact path of `momentgen.compiler.potential.Potential` for polynomial losses: Isserlis/Wick with mean."""
 
 from dataclasses import dataclass
 

@@ -122,7 +122,7 @@ def _loss(expression, name, L, K, options):
 @dataclass(frozen=True)
 class Config:
     """A validated configuration, immutable. ``settings``: its typed, frozen tables (``config.settings.sgd.lr``,
-    `momentgen.config.schema.Settings`: the one way to read a key); ``raw``: a fresh copy of the validated tables
+    `config.schema.Settings`: the one way to read a key); ``raw``: a fresh copy of the validated tables
     as plain dicts (for files and other processes; editing it changes nothing — `replace` makes a new
     configuration); ``digest``: its content hash. Built by `parse_config` (or `load_config`)."""
 
@@ -184,7 +184,7 @@ class Config:
 
     @property
     def kappa(self):
-        """κ = η_eff d/B of the finite-learning-rate term (`momentgen.schedules.kappa_of`: ``lr·d/batch``, over
+        """κ = η_eff d/B of the finite-learning-rate term (`momentgen.setting.schedules.kappa_of`: ``lr·d/batch``, over
         ``1 − momentum`` with a heavy ball) when ``[integrate] finite_lr`` is on, else 0 (the ηd/B → 0 hierarchy)."""
         return self.sgd_kappa() if self.settings.integrate.finite_lr else 0.0
 
@@ -207,11 +207,11 @@ class Config:
     @property
     def axis_lr(self):
         """The learning rate the time axis is read with: η, or η/(1 − β) with momentum β (MATH.md §14;
-        `momentgen.schedules.effective_lr`)."""
+        `momentgen.setting.schedules.effective_lr`)."""
         return effective_lr(self.settings.sgd.lr, self.settings.sgd.momentum)
 
     def loss(self):
-        """The `momentgen.losses.Loss` of the [loss] table (derived and checked once per table: a `Loss` is
+        """The `momentgen.setting.losses.Loss` of the [loss] table (derived and checked once per table: a `Loss` is
         immutable)."""
         spec, L, K = self.settings.loss, self.settings.model.L, self.settings.model.K
         if spec.expression is not None:
@@ -286,7 +286,7 @@ class Config:
         return self.__dict__["_start"]
 
     def data(self):
-        """The tokens' covariance Σ (`momentgen.data.DataCovariance`); a from-file Σ is read (and checked) once."""
+        """The tokens' covariance Σ (`data.DataCovariance`); a from-file Σ is read (and checked) once."""
         if "_data" not in self.__dict__:
             table = self.settings.data
             if table.covariance == "isotropic":
@@ -305,7 +305,7 @@ class Config:
 
     def input_paths(self):
         """The files this configuration reads: its own source and every from-file init's path (an output
-        must be none of them, `momentgen.files.ensure_outputs`)."""
+        must be none of them, `momentgen.core.files.ensure_outputs`)."""
         paths = [self.source] if self.source else []
         sgd = self.settings.sgd
         tables = [t for t in (sgd, sgd.batch_schedule, self.settings.data) if t is not None]
@@ -459,7 +459,7 @@ def _nearby(path):
 
 def _tabulate_callables(data, where):
     """A Python callable ``f(u)`` given as ``[sgd] schedule`` (or the batch schedule's) becomes the ``table`` form:
-    its values on `momentgen.schedules.TABLE_POINTS` fractions of the run (in place; the configuration then holds
+    its values on `schedules.TABLE_POINTS` fractions of the run (in place; the configuration then holds
     numbers only, so its digest, files and other processes see the table)."""
     sgd = data.get("sgd")
     tables = [sgd] if isinstance(sgd, dict) else []

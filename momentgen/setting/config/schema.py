@@ -1,5 +1,5 @@
 """Every table and key of a configuration: its default and its validator (`_SCHEMA`), and `ConfigError` (defined in
-`momentgen.core.errors`, re-exported here and by `momentgen.config`)."""
+`momentgen.core.errors`, re-exported here and by `momentgen.setting.config`)."""
 
 import difflib
 import math
@@ -242,7 +242,7 @@ def key(default, check):
 
 
 # Every table and key, in one place each: the frozen dataclasses below are the schema (`_SCHEMA` is read off
-# them) and the typed, read-only view of a validated configuration (`momentgen.config.Config.settings`: lists
+# them) and the typed, read-only view of a validated configuration (`momentgen.setting.config.Config.settings`: lists
 # become tuples). A new key is one line here.
 
 
@@ -377,7 +377,7 @@ SECTIONS = {
 
 @dataclass(frozen=True)
 class Settings:
-    """The typed, read-only view of a validated configuration (`momentgen.config.Config.settings`): one frozen
+    """The typed, read-only view of a validated configuration (`momentgen.setting.config.Config.settings`): one frozen
     dataclass per table — ``settings.integrate.T``, ``settings.sgd.lr``, ``settings.init[2].scale`` — with
     every default filled in and lists as tuples."""
 
@@ -391,7 +391,7 @@ class Settings:
 
     @classmethod
     def from_tables(cls, tables):
-        """From validated tables (`momentgen.config.parse_config`: every key present)."""
+        """From validated tables (`momentgen.setting.config.parse_config`: every key present)."""
         sections = {name: _section(SECTIONS[name], values) for name, values in tables.items() if name != "init"}
         init = MappingProxyType({int(k): _section(InitSettings, values) for k, values in tables["init"].items()})
         return cls(init=init, **sections)
