@@ -1,5 +1,6 @@
-"""What several test modules share: configurations and small builders (each names the module it came from in
-its own comment where that helps).
+"""What several test modules share: small configurations (`SMALL`, `TIED`, `CONFIG`, and MATH.md §6's solvable case
+at three resolutions: `SOLVABLE`, `RISK_SOLVABLE`, `VERIFY_SOLVABLE`), TOML writers (`write_toml`, `write_config`)
+and small builders (`changed`, `untied_config`, `solvable`, `bare_result`, …).
 """
 
 import json
