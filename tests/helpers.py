@@ -147,3 +147,19 @@ def bare_result(t, status, message, valid_until):
 
     return Result(t, status, message, model="tied", closure="zero", time_scale="t", series={}, derived={},
                   valid_until=valid_until)  # fmt: skip
+
+
+def sigma_config(**tables):
+    """The shipped scaling-law setting (power-law Σ, a = 1; student 0.5 I, teacher 1.2 Σ^½) at degree 7 on t ∈ [0, 1],
+    with ``tables`` merged in (a table given as None is left out)."""
+    raw = {
+        "model": {"kind": "tied", "K": 2, "trainable": [1]},
+        "loss": {"builtin": "mse", "activation": "h1"},
+        "data": {"covariance": "power-law", "exponent": 1.0},
+        "init": {"1": {"kind": "identity", "c": 0.5}, "2": {"kind": "aligned", "c": 1.2, "exponent": 0.5}},
+        "truncation": {"degree": 7, "closure": "quadrature", "observables": ["S1", "S1 S1", "S1 Sigma"]},
+        "integrate": {"T": 1.0, "points": 11},
+    }
+    for table, values in tables.items():
+        raw[table] = {**raw.get(table, {}), **values} if values is not None else None
+    return parse_config({k: v for k, v in raw.items() if v is not None})

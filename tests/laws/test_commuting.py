@@ -108,9 +108,9 @@ def test_a_state_that_does_not_commute_or_a_velocity_that_is_not_a_matrix_expres
     """A Gaussian student beside Σ does not commute with it: DOP853 on the matrices. And a velocity that is not a
     matrix expression of the factors (a mutation adding 1e-3 × the sum of Σ's entries × W, which depends on the
     basis) fails the start check of the commuting path: the run is integrated densely rather than wrongly."""
-    from tests.setting.test_data import _config
+    from tests.helpers import sigma_config
 
-    generic = solve_with_closure(_config(init={"1": {"kind": "gaussian", "scale": 0.7}}, integrate={"T": 0.1}))
+    generic = solve_with_closure(sigma_config(init={"1": {"kind": "gaussian", "scale": 0.7}}, integrate={"T": 0.1}))
     assert generic.extra["method"] == "DOP853"
     original = TiedMatrices.factor_velocities
 
@@ -119,4 +119,4 @@ def test_a_state_that_does_not_commute_or_a_velocity_that_is_not_a_matrix_expres
         return [v + 1e-3 * np.sum(letters[-1]) * W for v, W in zip(moved, factors)]
 
     monkeypatch.setattr(TiedMatrices, "factor_velocities", basis_dependent)
-    assert solve_with_closure(_config(integrate={"T": 0.1})).extra["method"] == "DOP853"
+    assert solve_with_closure(sigma_config(integrate={"T": 0.1})).extra["method"] == "DOP853"

@@ -18,25 +18,12 @@ from momentgen.setting.data import DataCovariance
 from momentgen.setting.inits import InitSpec
 from momentgen.setting.losses import builtin
 from momentgen.setting.matrices import letter_matrices, sample_factors, trace_moments
+from tests.helpers import sigma_config
 
 LINEAR = builtin("mse", L=1, K=2, activation="h1")
 
 
 POWER = DataCovariance("power-law", 1.0)
-
-
-def _config(**tables):
-    raw = {
-        "model": {"kind": "tied", "K": 2, "trainable": [1]},
-        "loss": {"builtin": "mse", "activation": "h1"},
-        "data": {"covariance": "power-law", "exponent": 1.0},
-        "init": {"1": {"kind": "identity", "c": 0.5}, "2": {"kind": "aligned", "c": 1.2, "exponent": 0.5}},
-        "truncation": {"degree": 7, "closure": "quadrature", "observables": ["S1", "S1 S1", "S1 Sigma"]},
-        "integrate": {"T": 1.0, "points": 11},
-    }
-    for table, values in tables.items():
-        raw[table] = {**raw.get(table, {}), **values} if values is not None else None
-    return parse_config({k: v for k, v in raw.items() if v is not None})
 
 
 @pytest.mark.parametrize(
@@ -54,7 +41,7 @@ def _config(**tables):
 )
 def test_bad_data_tables_are_one_line_errors(tables, message):
     with pytest.raises(ConfigError, match=message) as error:
-        _config(**tables)
+        sigma_config(**tables)
     assert "\n" not in str(error.value)
 
 
@@ -165,7 +152,7 @@ def test_exact_commuting_case_with_a_power_law_tail():
     the largest errors are early, the far tail is `test_exact_commuting_case_to_t50`):
     measured words ≤ 1.2e-4 (tolerance 5e-4), risk relative error ≤ 4.2e-3 (tolerance 1.5e-2; the issue asks 10 %),
     its relative estimate never below the true error (measured ≥ 10×)."""
-    result, words, relative, estimate = _commuting_errors(_config(integrate={"T": 2.0, "points": 11}))
+    result, words, relative, estimate = _commuting_errors(sigma_config(integrate={"T": 2.0, "points": 11}))
     assert result.extra["estimate_legs"] == ["coarse", "fine", "layer"]
     ax = result.plot(words=["Sigma S1", "risk"], log=True)  # a word with Σ in any spelling
     assert [line.get_label() for line in ax.get_lines()][0].startswith("μ(S1 Sigma)")
@@ -179,7 +166,7 @@ def test_exact_commuting_case_to_t50():
     engine's commuting path, 27 s before it): measured
     words ≤ 7.9e-5 (tolerance 3e-4; the issue asks 1e-3), risk ≤ 1.1e-2 relative (tolerance 3.5e-2; the issue asks
     10 %), estimate ≥ 3.6× the true error."""
-    config = _config(truncation={"degree": 13}, integrate={"T": 50.0, "points": 101})
+    config = sigma_config(truncation={"degree": 13}, integrate={"T": 50.0, "points": 101})
     result, words, relative, estimate = _commuting_errors(config)
     assert words <= 3e-4
     assert relative.max() <= 3.5e-2
@@ -267,7 +254,9 @@ def test_the_zero_closure_reports_the_words_its_risk_reads():
     """With Σ, Φ reads the Σ-weighted words (degree 4); the zero closure reports them and its risk at t = 0 is the exact
     2∫λ²(c₀ − cλ^b)² of the commuting case (`aligned_tied_average` at t = 0; measured 2.5476809, equal to 1e-12 —
     before, those words were left out and the risk read them as 0)."""
-    result = solve_with_closure(_config(truncation={"degree": 9, "closure": "zero"}, integrate={"T": 0.2, "points": 5}))
+    result = solve_with_closure(
+        sigma_config(truncation={"degree": 9, "closure": "zero"}, integrate={"T": 0.2, "points": 5})
+    )
     assert "S1 Sigma S1 Sigma" in result.series
     exact = aligned_tied_average([0.0], "risk", 1.0, 0.5, 1.2, 0.5)[0]
     assert result.derived["risk"][0] == pytest.approx(exact, rel=1e-10)
