@@ -12,9 +12,9 @@ initial moments equal to the d = ∞ ones — with its standard error from the r
 With the finite-learning-rate term (κ > 0) each draw is a stochastic matrix model with its own noise seed, so the
 standard error covers the noise too (the Haar draw's and the SGD-like noise's fluctuations together).
 
-`run_ensemble` runs the draws of one size in parallel (two processes by default, one BLAS
-thread each) and returns a `momentgen.setting.flow.FlowRun` whose series are those intercepts and whose
-``info["standard_error"]`` holds their standard errors. Time is on the kind's axis.
+`run_ensembles` runs the draws of every size in one batch in parallel (two processes by default, one BLAS
+thread each) and returns for each size a `momentgen.setting.flow.FlowRun` whose series are those intercepts and
+whose ``info["standard_error"]`` holds their standard errors. Time is on the kind's axis.
 """
 
 import numpy as np
@@ -22,13 +22,16 @@ import numpy as np
 from ..compiler.initial import law_factors
 from ..core.parallel import run_tasks
 from ..setting.config import parse_config
-from ..setting.flow import FlowRun
+from ..setting.flow import CHEBYSHEV_DRAWS, FlowRun
 from .problem import Problem
+from .risk import theory_risk
 
-__all__ = ["control_variate_mean", "main_branch", "run_ensemble", "usable_controls", "MIN_DRAWS"]
+__all__ = ["control_variate_mean", "flat_size", "main_branch", "run_ensembles", "usable_controls", "MIN_DRAWS"]
 
 #: Fewest draws an ensemble takes (a standard error needs a few degrees of freedom).
 MIN_DRAWS = 4
+#: How far (relative to max(1, |value|)) a draw must be from the draws' median to be on another branch.
+BRANCH_GAP = 0.05
 _SPARE = 4  # residual degrees of freedom kept: controls ≤ draws − 1 − _SPARE
 
 
@@ -69,38 +72,62 @@ def usable_controls(controls, limit):
     return varying[np.argsort(spread[varying])[::-1][: max(0, limit)]]
 
 
-def _draws(config_raw, source, size, seeds, means, kappa, times):
-    """One process's share of an ensemble: the trajectories of the draws ``seeds`` (a task) — each a matrix model
-    of its own Haar draw, and with κ > 0 its own noise (`Problem.law_run`)."""
+def flat_size(size):
+    """Whether an ensemble of ``size`` mixes its draws by flat rotations (`momentgen.compiler.initial.flat_rotation`:
+    a power of two ≥ 4), else by Haar ones."""
+    return size >= 4 and not size & (size - 1)
+
+
+def _draws(config_raw, source, draws, means, kappa, times):
+    """One process's share of ensembles: the trajectories of ``draws`` ((size, seed) pairs; a task) — each a matrix
+    model of its own draw (flat rotations at a power-of-two size), moved by the Chebyshev stepper, and with κ > 0 its
+    own noise (`Problem.law_run`) — with each draw's risk along it."""
     problem = Problem.from_config(parse_config(config_raw, source), kappa=kappa, times=times)
     out = []
-    for seed in seeds:
-        factors = law_factors(problem.model, problem.specs, size, seed=seed, data=problem.data)
-        run = problem.law_run(factors, means, seed)
-        out.append((run.t, np.array([run.series[w] for w in problem.words]), run.status, run.message))
+    for size, seed in draws:
+        factors = law_factors(problem.model, problem.specs, size, seed=seed, data=problem.data, flat=flat_size(size))
+        run = problem.law_run(factors, means, seed, stepper=CHEBYSHEV_DRAWS)
+        values = np.array([run.series[w] for w in problem.words])
+        out.append((run.t, values, run.status, run.message, theory_risk(problem, run.series, means)))
     return out
 
 
-def run_ensemble(problem, size, seeds, means, n_jobs=2):
-    """The control-variate mean of matrix models of ``size`` drawn with ``seeds``, as a `FlowRun`
-    (series: the intercepts on the times every draw reached; ``info["standard_error"]``: theirs).
-    A draw that stops ends the ensemble at the time it reached, with its status."""
-    seeds = list(seeds)
-    chunks = [seeds[i::n_jobs] for i in range(n_jobs) if seeds[i::n_jobs]]
+def run_ensembles(problem, legs, means, n_jobs=2):
+    """{leg: its ensemble} for ``legs`` ({leg: (size, seeds)}): the control-variate mean of the matrix models of each
+    size drawn with its seeds, as a `FlowRun` (series: the intercepts on the times every draw of the leg reached;
+    ``info["standard_error"]``: theirs, ``info["risk_standard_error"]``: the risk's, ``info["flat"]``: whether the
+    draws were mixed by flat rotations). Every draw of every leg is one
+    batch over ``n_jobs`` processes, largest sizes first, so that no process idles while a leg finishes. A draw that
+    stops ends its ensemble at the time it reached, with its status."""
+    draws = sorted(((size, seed) for size, seeds in legs.values() for seed in seeds), key=lambda x: -x[0])
+    chunks = [draws[i::n_jobs] for i in range(n_jobs) if draws[i::n_jobs]]
     config = problem.config
     means = None if means is None else np.asarray(means, dtype=float)
-    task = (config.raw, config.source, size)
-    tasks = [(_draws, (*task, chunk, means, problem.kappa, problem.output_times)) for chunk in chunks]
-    runs = [draw for part in run_tasks(tasks, n_jobs=len(chunks), progress=False) for draw in part]
+    common = (config.raw, config.source)
+    tasks = [(_draws, (*common, chunk, means, problem.kappa, problem.output_times)) for chunk in chunks]
+    finished = [run for part in run_tasks(tasks, n_jobs=len(chunks), progress=False) for run in part]
+    done = dict(zip((draw for chunk in chunks for draw in chunk), finished))
+    return {name: _ensemble(problem, size, [done[size, s] for s in seeds]) for name, (size, seeds) in legs.items()}
+
+
+def _ensemble(problem, size, runs):
+    """The `FlowRun` of one leg's draws ``runs`` of ``size`` (see `run_ensembles`)."""
     reached = min(len(t) for t, *_ in runs)
-    stopped = [(status, message) for _, _, status, message in runs if status != "ok"]
-    values = np.array([series[:, :reached] for _, series, _, _ in runs])
+    stopped = [(status, message) for _, _, status, message, _ in runs if status != "ok"]
+    values = np.array([series[:, :reached] for _, series, *_ in runs])
     main = main_branch(values)
     values = values[main]
     controls = values[:, :, 0] - problem.initial_moments(problem.word_codes)  # exact d = ∞ values: no factors
     mean, error = control_variate_mean(values, controls)
+    risks = np.array([risk[:reached] for *_, risk in runs])[main]
     status, message = stopped[0] if stopped else ("ok", "")
-    info = {"standard_error": {w: error[i] for i, w in enumerate(problem.words)}, "draws": int(main.sum())}
+    info = {
+        "standard_error": {w: error[i] for i, w in enumerate(problem.words)},
+        "risk_standard_error": control_variate_mean(risks, controls)[1],
+        "draws": int(main.sum()),
+        "flat": flat_size(size),
+        "method": "RKC",
+    }
     if not main.all():
         info["other_branch"] = int((~main).sum())
     series = {w: mean[i] for i, w in enumerate(problem.words)}
@@ -113,12 +140,15 @@ def main_branch(values, spread=10.0):
     word and time) somewhere is on another branch — at small n a fluctuation can send a draw to
     another attractor that the d = ∞ dynamics does not visit (untied h2 with teacher mean 1.5:
     μ(M₁M₂ᵀ) → −0.53 in 2 of 16 draws at n = 50 and 1 at n = 100, +0.52 ± 0.02 in the others; none
-    of 6 flows at d = 200). Averaging the branches means nothing, so those draws are left out,
-    unless more than a quarter of them would be: then the ensemble is bimodal and kept whole (its
+    of 6 flows at d = 200). A draw counts as elsewhere only when it is also `BRANCH_GAP` of max(1, |median|) away:
+    a median absolute deviation of 8 draws is itself noisy, and a draw 15 of them off by 2e-3 is a fluctuation (a
+    Gaussian student against a power-law Σ at n = 128). Averaging the branches means nothing, so those draws are left
+    out, unless more than a quarter of them would be: then the ensemble is bimodal and kept whole (its
     standard error says so)."""
     values = np.asarray(values, dtype=float).reshape(len(values), -1)
     median = np.median(values, axis=0)
     deviation = 1.4826 * np.median(np.abs(values - median), axis=0)
     scale = np.maximum(deviation, 1e-9 * (1.0 + np.abs(median)))
-    main = np.max(np.abs(values - median) / scale, axis=1) <= spread
+    gap = np.abs(values - median)
+    main = ~np.any((gap > spread * scale) & (gap > BRANCH_GAP * np.maximum(1.0, np.abs(median))), axis=1)
     return main if (~main).sum() <= len(main) // 4 and main.sum() >= MIN_DRAWS else np.ones(len(main), bool)

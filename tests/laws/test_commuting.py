@@ -6,6 +6,7 @@ horizon of the scaling-law case at the cost of a short one, right against the ex
 import numpy as np
 import pytest
 
+from momentgen.dynamics import closures
 from momentgen.dynamics.closures import solve_with_closure
 from momentgen.evidence.oracles import aligned_tied_average
 from momentgen.laws.commuting import diagonal_state
@@ -19,7 +20,7 @@ COMMUTING = "BDF on the diagonals of a commuting state"
 
 
 def _dense_only(monkeypatch):
-    """The flow engine without its commuting path (every state integrated as matrices, by DOP853)."""
+    """The flow engine without its commuting path (every state integrated as matrices)."""
     monkeypatch.setattr(flow, "_diagonal_layout", lambda model, dense, source, read: (dense, None))
 
 
@@ -81,8 +82,9 @@ KINDS = {  # power-law Σ, a student c I and a teacher that commutes with Σ (th
 def test_every_kind_flows_on_its_diagonals_as_on_its_matrices(kind, monkeypatch):
     """The kinds' own velocity code run on matrices held by their diagonals (`Diagonal`: products elementwise) and
     integrated by BDF is the dense matrix flow — the matrix-model closure at n = 24 over τ ∈ [0, 1], against the
-    dense run integrated by DOP853 at rtol 1e-13: measured ≤ 7.5e-10 on every word (values up to 3.2; tolerance
-    3e-9). The dense run at the engine's rtol 1e-9 is itself up to 1.7e-8 off that reference."""
+    dense run integrated by DOP853 at rtol 1e-13 (in place of the matrix model's Chebyshev stepper): measured
+    ≤ 7.5e-10 on every word (values up to 3.2; tolerance 3e-9). The dense run at the engine's rtol 1e-9 is itself
+    up to 1.7e-8 off that reference."""
     config = parse_config(
         {
             "model": {"kind": kind, "K": 2, "trainable": [1]},
@@ -96,8 +98,7 @@ def test_every_kind_flows_on_its_diagonals_as_on_its_matrices(kind, monkeypatch)
     diagonal = solve_with_closure(config)
     assert diagonal.extra["method"] == COMMUTING
     _dense_only(monkeypatch)
-    monkeypatch.setitem(flow.run.__kwdefaults__, "rtol", 1e-13)
-    monkeypatch.setitem(flow.run.__kwdefaults__, "atol", 1e-15)
+    monkeypatch.setattr(closures, "CHEBYSHEV", {"method": "DOP853", "rtol": 1e-13, "atol": 1e-15})
     dense = solve_with_closure(config)
     assert dense.extra["method"] == "DOP853"
     gap = max(np.abs(diagonal.series[w] - dense.series[w]).max() for w in dense.series)
@@ -105,7 +106,8 @@ def test_every_kind_flows_on_its_diagonals_as_on_its_matrices(kind, monkeypatch)
 
 
 def test_a_state_that_does_not_commute_or_a_velocity_that_is_not_a_matrix_expression_stays_dense(monkeypatch):
-    """A Gaussian student beside Σ does not commute with it: DOP853 on the matrices. And a velocity that is not a
+    """A Gaussian student beside Σ does not commute with it: the quadrature closure's flow runs on the matrices
+    (DOP853). And a velocity that is not a
     matrix expression of the factors (a mutation adding 1e-3 × the sum of Σ's entries × W, which depends on the
     basis) fails the start check of the commuting path: the run is integrated densely rather than wrongly."""
     from tests.helpers import sigma_config
