@@ -65,6 +65,8 @@ __all__ = [
     "CLOSURES",
     "solve_with_closure",
     "whole_curve_closure",
+    "gives_way",
+    "generic_sigma",
     "traciality_pairs",
 ]
 
@@ -586,13 +588,20 @@ def whole_curve_closure(config, kappa):
     )
 
 
+def gives_way(config, closure):
+    """Whether the configured ``closure``, when its window ends before T, gives way to `whole_curve_closure` where the
+    user named none: the zero closure (its window comes from its degrees), and any closure but the matrix model on
+    a generic Σ case (`generic_sigma`: no quadrature rule resolves it, the vouching ensemble does)."""
+    return CLOSURES[closure].window_from_degrees or (generic_sigma(config) and closure != "matrix-model")
+
+
 def vouching_closure(config, configured):
     """Where the user named no closure: (config, note) for the closure that vouches for the horizon. ``configured``
-    is the configured closure's `Result`; when that closure's window comes from its degrees (the zero closure) and
-    ends before T, the whole-curve closure that carries the run's κ (`whole_curve_closure`) at its checked resolution
-    replaces it, and ``note`` says so; else ``(config, None)`` (the configured closure is kept)."""
+    is the configured closure's `Result`; when that closure gives way (`gives_way`) and its window ends before T, the
+    whole-curve closure that carries the run's κ (`whole_curve_closure`) at its checked resolution replaces it, and
+    ``note`` says so; else ``(config, None)`` (the configured closure is kept)."""
     T = config.settings.integrate.T
-    if not CLOSURES[configured.closure].window_from_degrees or configured.valid_until >= T - 1e-12 * max(1.0, T):
+    if not gives_way(config, configured.closure) or configured.valid_until >= T - 1e-12 * max(1.0, T):
         return config, None
     whole = whole_curve_closure(config, configured.kappa)
     note = (

@@ -56,7 +56,7 @@ from ..core import figures as style
 from ..core.errors import InfeasibleState, ModelError, MomentgenError, shown
 from ..core.files import PAPER_FORMATS, provenance, save_figure, write_csv, write_json
 from ..core.parallel import check_n_jobs, run_tasks
-from ..dynamics.closures import CLOSURES, momentum_caveat, solve_with_closure, whole_curve_closure
+from ..dynamics.closures import CLOSURES, gives_way, momentum_caveat, solve_with_closure, whole_curve_closure
 from ..dynamics.results import REACHED
 from ..models.words import parse
 from ..reference.from_config import config_increments, config_sgd
@@ -381,8 +381,9 @@ def _after_fast_phase(config, factors, program, potential):
 
 
 def _closure(config, explicit, curve_kappa, say):
-    """The closure leg: (check, (config, theory)) — the configured closure, or, when it was not named and a
-    zero closure's window ends before the horizon, the whole-curve closure instead (the check says so).
+    """The closure leg: (check, (config, theory)) — the configured closure, or, when it was not named, gives way
+    (`gives_way`: a zero closure; any but the matrix model on a generic Σ case) and its window ends before the
+    horizon, the whole-curve closure instead (the check says so).
     A closure that cannot carry the finite-learning-rate term the configuration asks for: ``cannot``."""
     name = configured = config.settings.truncation.closure
     say(f"closure check: the {name} closure")
@@ -396,7 +397,7 @@ def _closure(config, explicit, curve_kappa, say):
     theory = solve_with_closure(config, kappa=curve_kappa)
     T = config.settings.integrate.T
     note = ""
-    if not explicit and CLOSURES[name].window_from_degrees and _window(theory) < T - 1e-12:
+    if not explicit and gives_way(config, name) and _window(theory) < T - 1e-12:
         whole = whole_curve_closure(config, curve_kappa)
         chosen, overrides = whole.name, {"closure": whole.name, **whole.checked_resolution(config)}
         note = (

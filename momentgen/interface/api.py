@@ -61,8 +61,9 @@ def solve(
         A TOML file's path, a dict of tables, a shipped example's name (`momentgen.examples.names`) or a `Config`.
     closure : {"zero", "riccati", "quadrature", "matrix-model"}, optional
         The closure; default ``[truncation] closure``. Where none is named (``closure`` and ``degree`` None) and
-        the configured one's window ends before the horizon, the closure that vouches for the horizon is run
-        instead (`momentgen.dynamics.closures.vouching_closure`, as `verify` does) and the message says so.
+        the configured one's window ends before the horizon — a zero closure, or any but the matrix model on a
+        Gaussian factor against a data covariance Σ — the closure that vouches for the horizon is run instead
+        (`momentgen.dynamics.closures.vouching_closure`, as `verify` does) and the message says so.
     degree, size : int, optional
         ``[truncation] degree`` (the quadrature closure's order is ⌊(degree − 1)/2⌋) and the matrix model's n.
     finite_lr : bool, optional

@@ -175,7 +175,9 @@ def _whole(config):
     """Which closure gives ``config``'s whole curve, in words (`generate-truncation`'s closing line)."""
     whole = whole_curve_closure(config, config.kappa)
     exact = " — the exact d = ∞ flow of this one trainable tied letter (MATH.md §15)" if whole.name == "riccati" else ""
-    return f"for the whole curve: momentgen solve {config.source} --closure {whole.name}{exact}"
+    ensemble = {key: value for key, value in whole.checked_resolution(config).items() if key in ("size", "draws")}
+    flags = "".join(f" --{key} {value}" for key, value in ensemble.items())  # the vouching ensemble's resolution
+    return f"for the whole curve: momentgen solve {config.source} --closure {whole.name}{flags}{exact}"
 
 
 def _cmd_solve(args):

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+import momentgen as mg
 from momentgen.compiler.initial import law_factors
 from momentgen.compiler.potential import Potential
 from momentgen.core.errors import ModelError
@@ -18,7 +19,7 @@ from momentgen.dynamics.problem import Problem
 from momentgen.dynamics.risk import theory_risk
 from momentgen.evidence.oracles import riccati_tied_moments
 from momentgen.setting import flow
-from momentgen.setting.config import load_config
+from momentgen.setting.config import load_config, parse_config
 from tests.helpers import sigma_config
 
 
@@ -165,3 +166,16 @@ def test_a_flat_mixed_ensemble_vouches_for_its_estimate_on_the_exact_tied_escape
     assert result.status != "unverified"
     assert np.all(estimate[1:] >= error[1:])
     assert error.max() <= 0.03
+
+
+def test_solve_gives_a_configured_quadrature_closure_up_for_the_ensemble_on_a_from_file_sigma(tmp_path):
+    """A from-file Σ (the power law's 2 000 eigenvalues) beside a Gaussian student, the quadrature closure configured
+    and no closure named: the quadrature closure vouches for nothing there (t = 0 of 1), so `solve` runs the vouching
+    ensemble instead and says so (`vouching_closure`, `gives_way`) — status ok, its risk estimate within 10 %."""
+    path = tmp_path / "sigma.npz"
+    np.savez(path, eigenvalues=3 * ((np.arange(2000) + 0.5) / 2000) ** 2)
+    raw = _generic_sigma(T=1.0, points=11).raw
+    raw["data"] = {"covariance": "from-file", "path": str(path)}
+    result = mg.solve(parse_config(raw))
+    assert result.closure == "matrix-model" and "so the matrix-model closure was run" in result.message
+    assert result.status == "ok" and result.extra["risk_valid_until"] == 1.0
