@@ -183,9 +183,9 @@ def test_solve_gives_a_configured_quadrature_closure_up_for_the_ensemble_on_a_fr
 
 
 def test_only_measured_ensembles_vouch_for_their_estimate():
-    """`vouching_ensemble`: 8 flat-mixed draws at both sizes, κ = 0, tied — yes; the same legs with 4 draws, Haar
-    mixing, κ > 0, or the untied kind (its estimate was 157 % where its error was 320 % against a power-law Σ at
-    τ = 5: README, Anisotropic data) — no."""
+    """`vouching_ensemble`: 8 flat-mixed draws at both sizes, κ = 0, tied (or direct, symmetric) — yes; the same
+    legs with 4 draws, Haar mixing, κ > 0, or the untied kind (its estimate was 157 % where its error was 320 %
+    against a power-law Σ at τ = 5: README, Anisotropic data) — no."""
 
     class Leg:
         def __init__(self, draws=8, flat=True):

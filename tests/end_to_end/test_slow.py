@@ -244,3 +244,34 @@ def test_a_gaussian_student_against_a_power_law_sigma_over_decades():
     assert result.status == "ok", result.message
     assert np.all(error[later] <= 0.02 + noise[later]), (error, noise)
     assert np.all(estimate[later] >= error[later] - noise[later]), (estimate, error)
+
+
+@pytest.mark.parametrize("kind", ["direct", "symmetric"])
+def test_the_ensemble_vouches_for_a_gaussian_student_against_sigma_in_the_kinds_without_a_mean(kind):
+    """Issue 48, every kind: mse(h1), power-law Σ (a = 1), a Gaussian student of scale 0.8, teacher Σ^{1/2},
+    t ∈ [0.05, 10] (risk 2 → 3e-4). The vouching ensemble against finite-d flows of Gaussian students at d = 256
+    (4 seeds; d = 128's 8 seeds agree within their noise: the finite-d bias is below it). Measured: 0.07–1.5 %
+    (direct), 0.03–2.0 % (symmetric) off, the reference's standard error 0.3–1.9 %, the risk estimate 1.3–14 %.
+    Asserted: the estimate vouched for (a statistical bound; symmetric's status is partial — its words' estimate
+    passes validity_tol = 0.02 at t = 0, its risk's 10 % at t = 5.7), off by ≤ 3 % + 3 standard errors, the
+    estimate not below the error less 3 standard errors. About a minute each."""
+    from momentgen.dynamics.closures import GENERIC_SIGMA_ENSEMBLE, solve_with_closure
+    from momentgen.setting.config import parse_config
+
+    raw = {
+        "model": {"kind": kind, "K": 2, "trainable": [1]},
+        "loss": {"builtin": "mse", "activation": "h1"},
+        "data": {"covariance": "power-law", "exponent": 1.0},
+        "init": {"1": {"kind": "gaussian", "scale": 0.8}, "2": {"kind": "aligned", "c": 1.0, "exponent": 0.5}},
+        "truncation": {"degree": 4, "closure": "matrix-model", **GENERIC_SIGMA_ENSEMBLE},
+        "integrate": {"T": 10.0, "points": 21, "grid": "log", "log_first": 0.05, "validity_tol": 0.02},
+    }
+    result = solve_with_closure(parse_config(raw))
+    risks = np.array(_finite_d_risks(raw, 256, range(4)))
+    reference = risks.mean(axis=0)
+    noise = 3 * risks.std(axis=0, ddof=1) / np.sqrt(len(risks)) / reference
+    error = np.abs(np.asarray(result.derived["risk"]) / reference - 1)[1:]
+    estimate = np.array(result.error_series["risk_relative"], float)[1:]
+    assert result.estimate_is_bound, result.message
+    assert np.all(error <= 0.03 + noise[1:]), (error, noise)
+    assert np.all(estimate >= error - noise[1:]), (estimate, error)
