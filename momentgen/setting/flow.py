@@ -30,7 +30,7 @@ import numpy as np
 from ..core.stepper import DENSE_JACOBIAN_MAX, integrate
 from ..core.trajectory import Moments
 from ..laws.commuting import Diagonal, diagonal_state
-from ..models.base import psd_root, shifted
+from ..models.base import psd_root, sandwich, shifted
 from .matrices import trace_moments
 from .spectra import product_matrix
 
@@ -286,7 +286,7 @@ def run_stochastic(model, factors, source, *, times, codes, texts=None, dt=2e-3,
     def noise(vector, arrays, h):
         H = _noise_matrices(arrays["N1"], arrays["N2"], d, np.sqrt(rho * h / d), rng)
         if root is not None:
-            H = [root @ x @ root.T for x in H]
+            H = [sandwich(root, x) for x in H]  # Σ^{1/2} H Σ^{1/2}: a scaling for a diagonal Σ, O(d²)
         return layout.pack(definition.matrices.noise_increments(model, layout.unpack(vector), H))
 
     vector, states, reached, status, message, evaluations = layout.pack(layout.factors), [], [], "ok", "", 0
