@@ -386,7 +386,7 @@ class MatrixModelClosure(FlowClosure):
 
 #: The matrix-model ensemble that vouches for a generic Σ case (`generic_sigma`): draws of size 128 mixed by flat
 #: rotations, against 4 of size 64 (tied, a Gaussian student against a power-law Σ with a = 2, t ∈ [0.1, 50]:
-#: 0.96–2.30 % off the d → ∞ risk at worst over 9 sets of seeds, its estimate ≥ 1.87× that; README, Anisotropic data).
+#: 0.96–2.30 % off the d → ∞ risk at worst over 8 sets of seeds, its estimate ≥ 1.87× that; README, Anisotropic data).
 GENERIC_SIGMA_ENSEMBLE = {"size": 128, "draws": 8}
 
 #: The edge layer of the reported leg, and the coarser, shallower one it is compared with (`momentgen.laws.edge`).
