@@ -98,14 +98,15 @@ def run_ensembles(problem, legs, means, n_jobs=2):
     ``info["standard_error"]``: theirs, ``info["risk_standard_error"]``: the risk's, ``info["flat"]``: whether the
     draws were mixed by flat rotations). Every draw of every leg is one
     batch over ``n_jobs`` processes, largest sizes first, so that no process idles while a leg finishes. A draw that
-    stops ends its ensemble at the time it reached, with its status."""
+    stops ends its ensemble at the time it reached, with its status. This process runs one share itself
+    (`run_tasks` with ``share``)."""
     draws = sorted(((size, seed) for size, seeds in legs.values() for seed in seeds), key=lambda x: -x[0])
     chunks = [draws[i::n_jobs] for i in range(n_jobs) if draws[i::n_jobs]]
     config = problem.config
     means = None if means is None else np.asarray(means, dtype=float)
     common = (config.raw, config.source)
     tasks = [(_draws, (*common, chunk, means, problem.kappa, problem.output_times)) for chunk in chunks]
-    finished = [run for part in run_tasks(tasks, n_jobs=len(chunks), progress=False) for run in part]
+    finished = [run for part in run_tasks(tasks, n_jobs=len(chunks), progress=False, share=True) for run in part]
     done = dict(zip((draw for chunk in chunks for draw in chunk), finished))
     return {name: _ensemble(problem, size, [done[size, s] for s in seeds]) for name, (size, seeds) in legs.items()}
 
