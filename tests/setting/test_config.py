@@ -152,3 +152,16 @@ def test_verify_reads_sgd_on_the_most_points_it_resolves(grid):
         assert _sgd_points(config, d, kappa) == max(scan, default=2)
         if grid == "linear":
             assert _sgd_points(config, d, kappa) == min(200, int(0.5 / step * (1 + 1e-9)) + 1)
+
+
+def test_an_init_given_another_kind_is_replaced_whole():
+    """Issue 48's first-hour papercut: turning the shipped scaling-law student (identity, c = 0.5) into a Gaussian one
+    by an override refused with "`c` is not read by kind = gaussian"; an init given another kind now starts from that
+    kind's own keys, and an override of the same kind still changes only the keys it names."""
+    from momentgen.setting.config import load_config
+
+    gaussian = load_config("scaling_law", init={"1": {"kind": "gaussian", "scale": 0.8}})
+    assert gaussian.inits()[1].kind == "gaussian" and gaussian.inits()[1].scale == 0.8
+    assert gaussian.inits()[2].kind == "aligned" and gaussian.inits()[2].c == 1.2
+    smaller = load_config("scaling_law", init={"1": {"c": 0.25}})
+    assert smaller.inits()[1].kind == "identity" and smaller.inits()[1].c == 0.25

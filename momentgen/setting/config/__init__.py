@@ -147,7 +147,8 @@ class Config:
 
     def replace(self, **tables):
         """A new, validated `Config` with some keys changed, e.g. ``replace(truncation={"degree": 6})``
-        or ``replace(init={2: {"mean": 1.5}})`` — the same validation as a file's."""
+        or ``replace(init={2: {"mean": 1.5}})`` — the same validation as a file's. An init given another ``kind``
+        is replaced whole (``replace(init={1: {"kind": "gaussian"}})`` of an identity student drops its ``c``)."""
         raw = copy.deepcopy(self.raw)
         for table, values in tables.items():
             if table not in raw:
@@ -158,7 +159,11 @@ class Config:
                 for k, keys in values.items():
                     if str(k) not in raw["init"]:
                         raise ConfigError(f"[init.{k}] is not an index 1..{self.model.K}")
-                    raw["init"][str(k)].update(keys)
+                    current = raw["init"][str(k)]
+                    if "kind" in keys and keys["kind"] != current.get("kind"):
+                        raw["init"][str(k)] = dict(keys)  # another kind: its own keys, not the old kind's
+                    else:
+                        current.update(keys)
             else:
                 raw[table].update(values)
         given = self.given | {f"{table}.{key}" for table, values in tables.items() if table != "init" for key in values}
