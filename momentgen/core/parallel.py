@@ -11,7 +11,7 @@ import threading
 import time
 
 import joblib
-from joblib.externals.loky import get_reusable_executor
+from joblib.executor import get_memmapping_executor
 
 from .errors import MomentgenError
 from .progress import Progress
@@ -89,7 +89,8 @@ def check_scheduler(scheduler):
 def _shared(tasks, workers, progress):
     """`run_tasks` with ``share``: tasks 1… submitted to ``workers`` reusable worker processes, task 0 run here
     meanwhile; results in order."""
-    executor = get_reusable_executor(max_workers=workers, initializer=_exit_with_parent)
+    # joblib's own reusable executor (the one its loky backend shares), so that later joblib calls can reuse it
+    executor = get_memmapping_executor(workers, initializer=_exit_with_parent)
     futures = [executor.submit(function, *args) for function, args in tasks[1:]]
     with Progress(len(tasks), "tasks", "task", progress) as counter:
         function, args = tasks[0]
