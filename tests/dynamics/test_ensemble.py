@@ -11,9 +11,11 @@ from momentgen.dynamics.closures import (
     CLOSURES,
     GENERIC_SIGMA_ENSEMBLE,
     generic_sigma,
+    gives_way,
     solve_with_closure,
     vouching_ensemble,
     whole_curve_closure,
+    with_noise,
 )
 from momentgen.dynamics.ensemble import control_variate_mean, main_branch
 from momentgen.dynamics.problem import Problem
@@ -200,3 +202,34 @@ def test_only_measured_ensembles_vouch_for_their_estimate():
         Problem.from_config(_generic_sigma(T=1.0), kappa=0.05), {"fine": Leg(), "coarse": Leg()}
     )
     assert not vouching_ensemble(untied, {"fine": Leg(), "coarse": Leg()})
+
+
+def test_a_draw_a_few_thousandths_off_is_a_fluctuation_not_another_branch():
+    """`main_branch` with `BRANCH_GAP`: among 8 draws whose values agree to 1e-4, one 2e-3 away is 15+ robust
+    deviations off — a fluctuation of a Gaussian student against a power-law Σ at n = 128 that was once left out —
+    and is kept; 0.5 away (an O(1) branch) it is left out."""
+    rng = np.random.default_rng(4)
+    values = 1.35 + 1e-4 * rng.standard_normal((8, 2, 3))
+    values[3, 0, 1] -= 2e-3
+    assert main_branch(values).all()
+    values[3, 0, 1] -= 0.5
+    assert np.flatnonzero(~main_branch(values)).tolist() == [3]
+
+
+def test_the_risk_estimate_carries_three_standard_errors_of_the_ensemble():
+    """`with_noise`: the size gap's relative estimate plus 3 standard errors of the risk relative to it, as a running
+    maximum (hand-computed: gaps 0.01, 0.02, 0.01 and SE 0.001, 0.002, 0.0005 of risks 1, 0.5, 0.1 give 0.013, 0.032,
+    0.032); without an ensemble's standard error the estimate is unchanged."""
+    estimate = np.array([0.01, 0.02, 0.01])
+    risk = np.array([1.0, 0.5, 0.1])
+    info = {"risk_standard_error": np.array([0.001, 0.002, 0.0005])}
+    np.testing.assert_allclose(with_noise(estimate, risk, info), [0.013, 0.032, 0.032])
+    assert with_noise(estimate, risk, {}) is estimate
+
+
+def test_which_configured_closures_give_way_to_the_whole_curve_one():
+    """`gives_way`: the zero closure always (its window comes from its degrees); on a generic Σ case any closure but
+    the matrix model; on the commuting scaling-law case the quadrature closure is kept."""
+    generic, commuting = _generic_sigma(T=1.0), sigma_config()
+    assert gives_way(generic, "quadrature") and gives_way(generic, "zero") and gives_way(commuting, "zero")
+    assert not gives_way(generic, "matrix-model") and not gives_way(commuting, "quadrature")
