@@ -165,3 +165,12 @@ def test_an_init_given_another_kind_is_replaced_whole():
     assert gaussian.inits()[2].kind == "aligned" and gaussian.inits()[2].c == 1.2
     smaller = load_config("scaling_law", init={"1": {"c": 0.25}})
     assert smaller.inits()[1].kind == "identity" and smaller.inits()[1].c == 0.25
+
+
+def test_the_matrix_models_stepper_is_not_a_configuration_choice_for_the_hierarchy():
+    """RKC (`core.chebyshev`) steps the matrix model's gradient flows, whose spectrum is real; it was not checked on
+    the truncated hierarchy, so ``[integrate] method = "RKC"`` is refused with the one-line list of the choices."""
+    from momentgen.setting.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="method must be one of LSODA, Radau, BDF, DOP853, RK45, got 'RKC'"):
+        load_config("fig4_linear", integrate={"method": "RKC"})

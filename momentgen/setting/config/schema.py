@@ -229,7 +229,9 @@ def _observables(value):
 
 
 REQUIRED = object()  # marks a key without a default
-METHODS = tuple(SOLVERS)  # the stepping loop's methods
+#: the stepping loop's methods a configuration may name for the hierarchy — not RKC, the matrix model's stepper for
+#: gradient flows with a real spectrum (`momentgen.core.chebyshev`), unchecked on the truncated hierarchy
+METHODS = tuple(method for method in SOLVERS if method != "RKC")
 #: ``[truncation] closure``: the names of the closures' registry (`momentgen.dynamics.closures.CLOSURES`, which checks
 #: that its closures are these, in this order, when it is built)
 CLOSURES = ("zero", "riccati", "quadrature", "matrix-model")
