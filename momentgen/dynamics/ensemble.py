@@ -96,10 +96,9 @@ def run_ensembles(problem, legs, means, n_jobs=2):
     """{leg: its ensemble} for ``legs`` ({leg: (size, seeds)}): the control-variate mean of the matrix models of each
     size drawn with its seeds, as a `FlowRun` (series: the intercepts on the times every draw of the leg reached;
     ``info["standard_error"]``: theirs, ``info["risk_standard_error"]``: the risk's, ``info["flat"]``: whether the
-    draws were mixed by flat rotations). Every draw of every leg is one
-    batch over ``n_jobs`` processes, largest sizes first, so that no process idles while a leg finishes. A draw that
-    stops ends its ensemble at the time it reached, with its status. This process runs one share itself
-    (`run_tasks` with ``share``)."""
+    draws were mixed by flat rotations). Every draw of every leg is one batch over ``n_jobs`` processes — this one
+    among them (`run_tasks` with ``share``) — largest sizes first, so that no process idles while a leg finishes. A
+    draw that stops ends its ensemble at the time it reached, with its status."""
     draws = sorted(((size, seed) for size, seeds in legs.values() for seed in seeds), key=lambda x: -x[0])
     chunks = [draws[i::n_jobs] for i in range(n_jobs) if draws[i::n_jobs]]
     config = problem.config
@@ -127,7 +126,7 @@ def _ensemble(problem, size, runs):
         "risk_standard_error": control_variate_mean(risks, controls)[1],
         "draws": int(main.sum()),
         "flat": flat_size(size),
-        "method": "RKC",
+        "method": "RKC" if problem.kappa == 0 else "stochastic matrix model (Heun drift, Euler–Maruyama noise)",
     }
     if not main.all():
         info["other_branch"] = int((~main).sum())

@@ -164,8 +164,8 @@ def diagonal_of(matrix):
     """The diagonal of a square matrix that is diagonal (a data covariance Σ in its eigenbasis, an identity
     letter), else None: a product with it is then a scaling, O(d²) instead of O(d³). None for a matrix held by its
     diagonal already (a `momentgen.laws.commuting.Diagonal`, one axis), whose products are elementwise."""
-    if np.ndim(matrix) == 1 or (len(matrix) > 1 and (matrix[0, 1] != 0 or matrix[1, 0] != 0)):
-        return None  # one axis, or an off-diagonal entry seen at once (a dense letter: no full scan)
+    if np.ndim(matrix) == 1:
+        return None
     diagonal = np.diagonal(matrix)
     return diagonal if np.count_nonzero(matrix) == np.count_nonzero(diagonal) else None
 
