@@ -38,6 +38,7 @@ __all__ = [
     "empirical_moments",
     "law_factors",
     "flat_rotation",
+    "flat_size",
     "free_poisson_quantiles",
     "initial_representation",
     "matrix_moments",
@@ -152,14 +153,19 @@ def _haar(n, rng):
     return Q * np.sign(np.diag(R))
 
 
+def flat_size(n):
+    """Whether ``n`` has a `flat_rotation` (a power of two, at least 2)."""
+    return n >= 2 and not n & (n - 1)
+
+
 def flat_rotation(n, rng):
     """A random orthogonal n × n matrix whose entries all have magnitude 1/√n (n a power of two): ``Q H P`` with H
     the normalised Sylvester–Hadamard matrix and Q, P a random signed permutation and a random permutation — an
     asymptotically liberating rotation (Anderson & Farrell 2014) like a Haar one, but every diagonal entry of
     ``R D Rᵀ`` is exactly τ(D) for a diagonal D: the mass a Gaussian factor puts on each direction of a diagonal
     letter (Σ's eigenbasis) is its mean, not a chi-square draw."""
-    if n < 2 or n & (n - 1):
-        raise ValueError(f"a flat rotation needs a power of two, got n = {n}")
+    if not flat_size(n):
+        raise ModelError(f"flat mixing needs a power-of-two size, got n = {n}")
     H = hadamard(n) / np.sqrt(n)
     rows = H[rng.permutation(n)] * rng.choice([-1.0, 1.0], n)[:, None]
     return rows[:, rng.permutation(n)]
@@ -178,8 +184,6 @@ def law_factors(model, specs, n, seed=0, data=ISOTROPIC, flat=False):
     """
     rng = np.random.default_rng(seed)
     specs = _complete(model, specs)
-    if flat and (n < 2 or n & (n - 1)):
-        raise ModelError(f"flat mixing needs a power-of-two size, got n = {n}")
     left = flat_rotation if flat else _haar
 
     def gaussian(scale, width):

@@ -27,7 +27,8 @@ from .trajectory import Trajectory
 
 __all__ = ["SOLVERS", "DENSE_JACOBIAN_MAX", "Event", "States", "integrate"]
 
-SOLVERS = {"LSODA": LSODA, "Radau": Radau, "BDF": BDF, "DOP853": DOP853, "RK45": RK45, "RKC": RKC}  # [integrate] method
+#: the stepping loop's solvers (``[integrate] method`` offers all but RKC, the matrix model's: `setting.config.METHODS`)
+SOLVERS = {"LSODA": LSODA, "Radau": Radau, "BDF": BDF, "DOP853": DOP853, "RK45": RK45, "RKC": RKC}
 DENSE_JACOBIAN_MAX = 3000  # LSODA keeps a dense n × n Jacobian (72 MB at this size): the largest state it gets
 _SHRINK = 4.0  # step reduction after a failed trial stage
 _RETRIES = 40  # failed trial stages tolerated in a row before the run stops …

@@ -19,14 +19,14 @@ whose ``info["standard_error"]`` holds their standard errors. Time is on the kin
 
 import numpy as np
 
-from ..compiler.initial import law_factors
+from ..compiler.initial import flat_size, law_factors
 from ..core.parallel import run_tasks
 from ..setting.config import parse_config
 from ..setting.flow import CHEBYSHEV_DRAWS, FlowRun
 from .problem import Problem
 from .risk import theory_risk
 
-__all__ = ["control_variate_mean", "flat_size", "main_branch", "run_ensembles", "usable_controls", "MIN_DRAWS"]
+__all__ = ["control_variate_mean", "main_branch", "run_ensembles", "usable_controls", "MIN_DRAWS"]
 
 #: Fewest draws an ensemble takes (a standard error needs a few degrees of freedom).
 MIN_DRAWS = 4
@@ -72,16 +72,10 @@ def usable_controls(controls, limit):
     return varying[np.argsort(spread[varying])[::-1][: max(0, limit)]]
 
 
-def flat_size(size):
-    """Whether an ensemble of ``size`` mixes its draws by flat rotations (`momentgen.compiler.initial.flat_rotation`:
-    a power of two ≥ 4), else by Haar ones."""
-    return size >= 4 and not size & (size - 1)
-
-
 def _draws(config_raw, source, draws, means, kappa, times):
     """One process's share of ensembles: the trajectories of ``draws`` ((size, seed) pairs; a task) — each a matrix
-    model of its own draw (flat rotations at a power-of-two size), moved by the Chebyshev stepper, and with κ > 0 its
-    own noise (`Problem.law_run`) — with each draw's risk along it."""
+    model of its own draw (flat rotations at a power-of-two size: `momentgen.compiler.initial.flat_size`), moved by
+    the Chebyshev stepper, and with κ > 0 its own noise (`Problem.law_run`) — with each draw's risk along it."""
     problem = Problem.from_config(parse_config(config_raw, source), kappa=kappa, times=times)
     out = []
     for size, seed in draws:
