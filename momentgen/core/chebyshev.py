@@ -21,7 +21,7 @@ from scipy.integrate import DenseOutput, OdeSolver
 
 __all__ = ["RKC", "stage_coefficients", "stability_bound"]
 
-DAMPING = 2.0 / 13.0  # ε of RKC: the stability polynomial stays ≥ ~ε/... inside [−β, 0] (no stage is undamped)
+DAMPING = 2.0 / 13.0  # ε of RKC: keeps |R_s| below 1 inside [−β, 0] (undamped, it touches 1 at every extremum)
 RHO_EVERY = 25  # accepted steps between estimates of the spectral radius
 RHO_SAFETY = 1.2  # the radius used: this times the power method's estimate
 _POWER_ITERATIONS = 50
@@ -84,7 +84,6 @@ class RKC(OdeSolver):
         self.f = self.fun(self.t, self.y)
         self.y_old = self.f_old = None
         self.eigenvector, self.rho, self.since_rho = None, None, 0
-        self.stages_used = []
         self.h_abs = self._first_step() if first_step is None else float(first_step)
         self.h_abs = min(self.h_abs, self.max_step)
 
@@ -116,8 +115,8 @@ class RKC(OdeSolver):
         power method; the dominant direction is kept to start the next estimate."""
         y, f = self.y, self.f
         y_norm = np.linalg.norm(y)
-        v = self.eigenvector if self.eigenvector is not None else (f if np.any(f) else np.ones_like(y))
-        if not np.any(v):
+        v = self.eigenvector if self.eigenvector is not None else f
+        if not np.any(v):  # no direction yet (a state at rest): start along the ones
             v = np.ones_like(y)
         delta = np.sqrt(np.finfo(float).eps) * max(y_norm, 1.0)
         v = v * (delta / np.linalg.norm(v))
@@ -137,8 +136,8 @@ class RKC(OdeSolver):
 
     def _stages_for(self, h):
         """The fewest stages (≥ 2) whose stability interval covers h × the spectral radius."""
-        need, s = h * self.rho, 2
-        s = max(2, int(np.ceil(np.sqrt(need / 0.65))) if need > 0 else 2)
+        need = h * self.rho
+        s = max(2, int(np.ceil(np.sqrt(need / 0.65))))  # β(s) ≈ 0.65 s²: a start the loops correct
         while s > 2 and stability_bound(s - 1) >= need:
             s -= 1
         while stability_bound(s) < need and s < _MAX_STAGES:
@@ -174,7 +173,6 @@ class RKC(OdeSolver):
                 return False, "RKC: the step fell below the smallest resolvable step"
             h *= max(0.1, 0.8 * error ** (-1 / 3)) if np.isfinite(error) else 0.1
             self.spectral_radius()
-        self.stages_used.append(s)
         factor = 10.0 if error == 0 else min(10.0, max(0.1, 0.8 * error ** (-1 / 3)))
         self.t_old, self.y_old, self.f_old = self.t, self.y, self.f
         self.t, self.y, self.f = self.t + h * self.direction, y_new, f_new
