@@ -319,6 +319,10 @@ class CoefficientSource:
         """The `RunState` after an accepted step to moments ``mu`` (`Truncation.advanced`)."""
         return self.truncation.advanced(mu, state)
 
+    def kappa_at(self, t):
+        """κ at time ``t`` (`Truncation.kappa_at`): the factor the noise arrays carry."""
+        return self.truncation.kappa_at(t)
+
 
 def source_program(model, kappa=0.0, max_bytes=None):
     """The degree-2 program a `CoefficientSource` reads (order parameters and the words the coefficients read;

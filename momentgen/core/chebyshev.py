@@ -19,7 +19,7 @@ method's order). Not for oscillatory problems (complex eigenvalues of large modu
 import numpy as np
 from scipy.integrate import DenseOutput, OdeSolver
 
-__all__ = ["RKC", "stage_coefficients", "stability_bound"]
+__all__ = ["RKC", "power_radius", "stage_coefficients", "stability_bound"]
 
 DAMPING = 2.0 / 13.0  # ε of RKC: keeps |R_s| below 1 inside [−β, 0] (undamped, it touches 1 at every extremum)
 RHO_EVERY = 25  # accepted steps between estimates of the spectral radius
@@ -71,6 +71,29 @@ def stability_bound(s):
     return (w0 + 1.0) * ddT[s] / dT[s]
 
 
+def power_radius(fun, y, f, direction=None):
+    """(ρ, v): the spectral radius of ∂fun/∂y at ``y`` (``f = fun(y)``) by the nonlinear power method (the RKC code's
+    ``rkcrho``: differences of ``fun`` along its dominant direction, at most `_POWER_ITERATIONS` evaluations), and the
+    dominant direction ``v`` found, to start the next estimate from (``direction``; default ``f``)."""
+    y_norm = np.linalg.norm(y)
+    v = f if direction is None else direction
+    if not np.any(v):  # no direction yet (a state at rest): start along the ones
+        v = np.ones_like(y)
+    delta = np.sqrt(np.finfo(float).eps) * max(y_norm, 1.0)
+    v = v * (delta / np.linalg.norm(v))
+    rho = 0.0
+    for _ in range(_POWER_ITERATIONS):
+        difference = fun(y + v) - f
+        size = np.linalg.norm(difference)
+        if size == 0.0:
+            break
+        previous, rho = rho, size / delta
+        v = difference * (delta / size)
+        if abs(rho - previous) <= _POWER_CONVERGED * rho:
+            break
+    return rho, v
+
+
 class RKC(OdeSolver):
     """Runge–Kutta–Chebyshev, second order, as a scipy `OdeSolver` (see the module's docstring).
 
@@ -111,27 +134,10 @@ class RKC(OdeSolver):
         return max(h, 10 * np.abs(np.nextafter(self.t, self.t_bound) - self.t))
 
     def spectral_radius(self):
-        """An upper estimate (×`RHO_SAFETY`) of the spectral radius of ∂F/∂y at the current point, by the nonlinear
-        power method; the dominant direction is kept to start the next estimate."""
-        y, f = self.y, self.f
-        y_norm = np.linalg.norm(y)
-        v = self.eigenvector if self.eigenvector is not None else f
-        if not np.any(v):  # no direction yet (a state at rest): start along the ones
-            v = np.ones_like(y)
-        delta = np.sqrt(np.finfo(float).eps) * max(y_norm, 1.0)
-        v = v * (delta / np.linalg.norm(v))
-        rho = 0.0
-        for _ in range(_POWER_ITERATIONS):
-            difference = self.fun(self.t, y + v) - f
-            size = np.linalg.norm(difference)
-            if size == 0.0:
-                break
-            previous, rho = rho, size / delta
-            v = difference * (delta / size)
-            if abs(rho - previous) <= _POWER_CONVERGED * rho:
-                break
-        self.eigenvector, self.since_rho = v, 0
-        self.rho = RHO_SAFETY * rho
+        """An upper estimate (×`RHO_SAFETY`) of the spectral radius of ∂F/∂y at the current point (`power_radius`);
+        the dominant direction is kept to start the next estimate."""
+        rho, self.eigenvector = power_radius(lambda y: self.fun(self.t, y), self.y, self.f, self.eigenvector)
+        self.since_rho, self.rho = 0, RHO_SAFETY * rho
         return self.rho
 
     def _stages_for(self, h):

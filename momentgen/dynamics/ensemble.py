@@ -120,7 +120,7 @@ def _ensemble(problem, size, runs):
         "risk_standard_error": control_variate_mean(risks, controls)[1],
         "draws": int(main.sum()),
         "flat": flat_size(size),
-        "method": "RKC" if problem.kappa == 0 else "stochastic matrix model (Heun drift, Euler–Maruyama noise)",
+        "method": "RKC" if problem.kappa == 0 else "stochastic matrix model (Euler drift, split noise)",
     }
     if not main.all():
         info["other_branch"] = int((~main).sum())

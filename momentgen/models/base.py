@@ -224,10 +224,15 @@ class KindMatrices:
         returns the new factors, or None when the step met a non-finite number."""
         raise NotImplementedError
 
+    #: True when `noise_increments` reads only the symmetric part H + Hᵀ (the stochastic matrix model then draws no
+    #: antisymmetric part: the same law of the increments at half the random numbers)
+    symmetric_noise = False
+
     def noise_increments(self, model, factors, H):
         """The change of each factor when the noise matrices of the indices are ``H`` (list of d × d,
-        one per index): the linear map h → Δfactor of one SGD step's fluctuation, without −η (the
-        stochastic matrix model of `momentgen.setting.flow` and docs/FINITE_LR.md). Fixed indices: 0."""
+        one per index; None for a fixed index, which it does not read): the linear map h → Δfactor of one SGD
+        step's fluctuation, without −η (the stochastic matrix model of `momentgen.setting.flow` and
+        docs/FINITE_LR.md). Fixed indices: 0."""
         raise ModelError(f"the {self.kind.name} model has no finite-learning-rate term")
 
     def means(self, factors, sigma=None):

@@ -50,6 +50,8 @@ class SymmetricMatrices(KindMatrices):
     """The symmetric kind on finite matrices: the letters of factors, the matrix flow, one SGD step, noise increments,
     means, sampled, identity, aligned and file factors (the reference side and the flow engine)."""
 
+    symmetric_noise = True  # ΔS = −(H + Hᵀ)/2
+
     def index_letters(self, factor):
         return [factor]
 

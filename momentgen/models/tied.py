@@ -39,6 +39,8 @@ class TiedMatrices(KindMatrices):
     """The tied kind on finite matrices: the letters of factors, the matrix flow, one SGD step, noise increments,
     means, sampled, identity, aligned and file factors (the reference side and the flow engine)."""
 
+    symmetric_noise = True  # ΔW = −(H + Hᵀ) W
+
     def index_letters(self, factor):
         return [factor @ factor.T]
 
