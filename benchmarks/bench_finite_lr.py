@@ -2,9 +2,10 @@
 Gaussian student against a power-law Σ and on tied softmax with L = 3).
 
 The stochastic matrix model (`momentgen.setting.flow.run_stochastic`: Euler drift, each noise increment split over two
-steps, steps that follow t and the drift's stiffness) against, in the same run, the baseline — the same model stepped
-as before: Heun's drift with the noise at the step's start, a fixed step 2e-3 on the kind's axis (`fixed_step`
-below, kept here only as the baseline). Same factors, same source, one noise draw each (the noises differ, so the
+steps, two-point noise entries, steps that follow t and the drift's stiffness, the words over fixed letters measured
+once) against, in the same run, the baseline — the same model stepped as before: Heun's drift with the noise at the
+step's start, Gaussian noise entries, a fixed step 2e-3 on the kind's axis (`fixed_step` below, kept here only as the
+baseline). Same factors, same source, one noise draw each (the noises differ, so the
 curves agree only to the model's own draw-to-draw spread, printed beside them).
 
 1. Tied mse(h1), power-law Σ a = 2, a Gaussian student (n = 200, Haar), teacher 1.2 Σ^{1/2}, κ = 0.05, t ∈ [0, 50]
@@ -13,7 +14,7 @@ curves agree only to the model's own draw-to-draw spread, printed beside them).
    both on t ∈ [0, 0.5] (the baseline's cost is linear in the horizon: its step is fixed), and the new one over the
    whole curve t ∈ [0, 10], against the baseline's cost extrapolated linearly from its measured 0.5.
 
-Run: ``python benchmarks/bench_finite_lr.py`` (part of ``make bench``; about eight minutes).
+Run: ``python benchmarks/bench_finite_lr.py`` (part of ``make bench``; about thirteen minutes).
 """
 
 import time
@@ -47,7 +48,7 @@ def fixed_step(model, factors, source, *, times, codes, texts, seed, sigma=None)
         return layout.pack(definition.matrices.factor_velocities(model, current, arrays, letters)), arrays
 
     def noise(vector, arrays, h):
-        H = flow._noise_matrices(arrays["N1"], arrays["N2"], d, np.sqrt(rho * h / d), rng)
+        H = flow._noise_matrices(arrays["N1"], arrays["N2"], d, np.sqrt(rho * h / d), rng, draw=gaussian)
         H = H if root is None else [sandwich(root, x) for x in H]
         return layout.pack(definition.matrices.noise_increments(model, layout.unpack(vector), H))
 
@@ -64,6 +65,11 @@ def fixed_step(model, factors, source, *, times, codes, texts, seed, sigma=None)
         states.append(layout.unpack(vector.copy()))
     letters = [layout.letters(f) for f in states]
     return flow._measured(times, letters, codes, texts, trace_moments, (), "ok", "", evaluations)
+
+
+def gaussian(rng, shape, dtype):
+    """The baseline's noise entries, as before: Gaussian, in double precision (``dtype`` is that)."""
+    return rng.standard_normal(shape, dtype=dtype)
 
 
 def timed(problem, factors, runner, seed=0):

@@ -29,8 +29,9 @@ def run_tasks(tasks, n_jobs=None, scheduler=None, progress=None, share=False):
     same joblib code then runs on the cluster's workers. ``progress``: finished tasks on stderr
     (`momentgen.core.progress.Progress`: by default a bar in a terminal or notebook, a status line every 30 s in
     a log). ``share`` (no scheduler): the calling process runs the first task itself while ``n_jobs − 1`` worker
-    processes run the others — one process start and one import of the package fewer, which is most of a short
-    batch's overhead (a worker's start costs about 1.3 s here).
+    processes take the others from the front and it takes them from the back (`_shared`) — one process start and one
+    import of the package fewer, which is most of a short batch's overhead (a worker's start costs about 1 s here),
+    and a worker still starting takes fewer tasks.
     """
     jobs = [joblib.delayed(function)(*args) for function, args in tasks]
     check_n_jobs(n_jobs)
@@ -86,18 +87,65 @@ def check_scheduler(scheduler):
         )
 
 
+#: Tasks handed to each worker process at a time by `_shared` while many remain (one running, one waiting).
+QUEUED_PER_WORKER = 2
+
+
 def _shared(tasks, workers, progress):
-    """`run_tasks` with ``share``: tasks 1… submitted to ``workers`` reusable worker processes, task 0 run here
-    meanwhile; results in order."""
+    """`run_tasks` with ``share``: this process runs task 0, then the tasks from the back, one at a time, while
+    ``workers`` reusable worker processes take them from the front (handed out as their results arrive: two each
+    while many remain — one waits while one runs, over a result's ≈ 70 ms round trip —, one each near the end). A
+    worker still starting (importing the package, ≈ 1 s) so takes fewer tasks than one already running, and neither
+    side is left with a queue at the end. Results in order."""
     # joblib's own reusable executor (the one its loky backend shares), so that later joblib calls can reuse it
     executor = get_memmapping_executor(workers, initializer=_exit_with_parent)
-    futures = [executor.submit(function, *args) for function, args in tasks[1:]]
+    results, handed, lock = [None] * len(tasks), {}, threading.RLock()
+    ends = {"front": 1, "back": len(tasks) - 1}  # the workers' next task, and this process's
+
+    def take(end, step):
+        """The index at ``end``, moved by ``step`` (None when the two ends have met)."""
+        with lock:
+            if ends["front"] > ends["back"]:
+                return None
+            index = ends[end]
+            ends[end] += step
+            return index
+
+    def hand_out(_=None):
+        """Hand tasks to the workers up to `QUEUED_PER_WORKER` each while many remain, one each near the end."""
+        fresh = []
+        with lock:  # taken and recorded at once: this process sees every task handed out before the ends met
+            while True:
+                busy = sum(not f.done() for f in handed.values())
+                depth = QUEUED_PER_WORKER if ends["back"] - ends["front"] >= QUEUED_PER_WORKER * workers else 1
+                index = take("front", 1) if busy < depth * workers else None
+                if index is None:
+                    break
+                function, args = tasks[index]
+                fresh.append(handed.setdefault(index, executor.submit(function, *args)))
+        for future in fresh:  # outside the lock: a future already done calls back at once
+            future.add_done_callback(hand_out)
+
     with Progress(len(tasks), "tasks", "task", progress) as counter:
-        function, args = tasks[0]
-        results = [function(*args)]
-        counter.update()
-        for future in futures:
-            results.append(future.result())
+        for _ in range(workers):
+            hand_out()
+        index, here = 0, []
+        while index is not None:
+            function, args = tasks[index]
+            results[index] = function(*args)
+            here.append(index)
+            counter.update()
+            index = take("back", -1)
+        with lock:
+            collected = dict(handed)
+        for i in range(1, len(tasks)):
+            if i in collected:
+                results[i] = collected[i].result()
+            elif i not in here:  # taken by a hand-out that could not submit it (a broken pool): run it here
+                function, args = tasks[i]
+                results[i] = function(*args)
+            else:
+                continue
             counter.update()
     return results
 

@@ -90,17 +90,17 @@ def run_ensembles(problem, legs, means, n_jobs=2):
     """{leg: its ensemble} for ``legs`` ({leg: (size, seeds)}): the control-variate mean of the matrix models of each
     size drawn with its seeds, as a `FlowRun` (series: the intercepts on the times every draw of the leg reached;
     ``info["standard_error"]``: theirs, ``info["risk_standard_error"]``: the risk's, ``info["flat"]``: whether the
-    draws were mixed by flat rotations). Every draw of every leg is one batch over ``n_jobs`` processes — this one
-    among them (`run_tasks` with ``share``) — largest sizes first, so that no process idles while a leg finishes. A
-    draw that stops ends its ensemble at the time it reached, with its status."""
+    draws were mixed by flat rotations). Each draw of every leg is one task of a batch over ``n_jobs`` processes —
+    this one among them (`run_tasks` with ``share``: the workers take the tasks from the front, this process from the
+    back, so a worker still starting takes fewer) — largest sizes first, so that no process idles while a leg
+    finishes. A draw that stops ends its ensemble at the time it reached, with its status."""
     draws = sorted(((size, seed) for size, seeds in legs.values() for seed in seeds), key=lambda x: -x[0])
-    chunks = [draws[i::n_jobs] for i in range(n_jobs) if draws[i::n_jobs]]
     config = problem.config
     means = None if means is None else np.asarray(means, dtype=float)
     common = (config.raw, config.source)
-    tasks = [(_draws, (*common, chunk, means, problem.kappa, problem.output_times)) for chunk in chunks]
-    finished = [run for part in run_tasks(tasks, n_jobs=len(chunks), progress=False, share=True) for run in part]
-    done = dict(zip((draw for chunk in chunks for draw in chunk), finished))
+    tasks = [(_draws, (*common, [draw], means, problem.kappa, problem.output_times)) for draw in draws]
+    finished = [run for (run,) in run_tasks(tasks, n_jobs=min(n_jobs, len(tasks)), progress=False, share=True)]
+    done = dict(zip(draws, finished))
     return {name: _ensemble(problem, size, [done[size, s] for s in seeds]) for name, (size, seeds) in legs.items()}
 
 

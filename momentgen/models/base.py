@@ -33,6 +33,8 @@ Conventions: indices k, l are 1-based in words and names, 0-based in arrays; a l
 (`time_scale`).
 """
 
+import functools
+import weakref
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -59,6 +61,7 @@ __all__ = [
     "diagonal_of",
     "identity_like",
     "shifted",
+    "frozen",
 ]
 
 
@@ -164,10 +167,30 @@ def diagonal_of(matrix):
     """The diagonal of a square matrix that is diagonal (a data covariance Σ in its eigenbasis, an identity
     letter), else None: a product with it is then a scaling, O(d²) instead of O(d³). None for a matrix held by its
     diagonal already (a `momentgen.laws.commuting.Diagonal`, one axis), whose products are elementwise."""
-    if np.ndim(matrix) == 1:
-        return None
+    if np.ndim(matrix) == 1 or (len(matrix) > 1 and (matrix[0, -1] != 0 or matrix[-1, 0] != 0)):
+        return None  # one axis, or a corner off the diagonal: not diagonal, seen without a pass over the matrix
+    known = _KNOWN_DIAGONALS.get(id(matrix))
+    if known is not None and known[0]() is matrix:
+        return known[1]
     diagonal = np.diagonal(matrix)
-    return diagonal if np.count_nonzero(matrix) == np.count_nonzero(diagonal) else None
+    result = diagonal if np.count_nonzero(matrix) == np.count_nonzero(diagonal) else None
+    if isinstance(matrix, np.ndarray) and not matrix.flags.writeable and matrix.flags.owndata:  # `frozen`
+        key, result = id(matrix), None if result is None else result.copy()  # a copy: no reference to the matrix
+        forget = functools.partial(_KNOWN_DIAGONALS.pop, key, None)  # bound now: still there at interpreter exit
+        _KNOWN_DIAGONALS[key] = (weakref.ref(matrix, lambda _: forget()), result)
+    return result
+
+
+#: `diagonal_of` of the `frozen` matrices alive: id → (weak reference, result).
+_KNOWN_DIAGONALS = {}
+
+
+def frozen(matrix):
+    """A read-only copy of ``matrix`` that owns its data (its subclass kept): nothing can change it in place, so
+    `diagonal_of` remembers its answer — a flow's fixed letters and Σ are asked once per step, not once per run."""
+    copy = np.array(matrix, copy=True, subok=True)
+    copy.flags.writeable = False
+    return copy
 
 
 def identity_like(matrix):

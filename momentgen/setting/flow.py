@@ -32,7 +32,7 @@ from ..core.chebyshev import RHO_EVERY, RHO_SAFETY, power_radius
 from ..core.stepper import DENSE_JACOBIAN_MAX, integrate
 from ..core.trajectory import Moments
 from ..laws.commuting import Diagonal, diagonal_state
-from ..models.base import psd_root, sandwich, shifted
+from ..models.base import diagonal_of, frozen, psd_root, sandwich, shifted
 from .matrices import trace_moments
 from .spectra import product_matrix
 
@@ -54,12 +54,13 @@ __all__ = [
 CHEBYSHEV = {"method": "RKC", "rtol": 1e-5, "atol": 1e-8}
 #: What a closure adds to its estimate for that stepper's error: 3× the measured 3e-5.
 CHEBYSHEV_ERROR = 1e-4
-#: The stepper of an ensemble's draws, whose own spread is 1e-2: looser — 3.1e-4 / 2.1e-4 relative off DOP853 on the
-#: risk of the same case at n = 32 / 64 in 690–720 evaluations (DOP853: 7 200–7 400); the spectrum of the solvable
-#: case at n = 400 moves by 3e-3 in Kolmogorov distance at this tolerance, which a single draw could not afford.
-CHEBYSHEV_DRAWS = {"method": "RKC", "rtol": 3e-4, "atol": 3e-7}
-#: What an ensemble's estimate carries for it: 3× the measured 3.1e-4.
-CHEBYSHEV_DRAWS_ERROR = 1e-3
+#: The stepper of an ensemble's draws, whose own spread is 1e-2: looser — at most 6.7e-4 relative off DOP853 on the
+#: risk of the same case at n = 32 / 64 / 128 (two draws each) in 550–580 evaluations (DOP853: 7 200–7 800; at rtol
+#: 3e-4, 3.1e-4 in 690–730). The spectrum of the solvable case at n = 400 moves by 3e-3 in Kolmogorov distance at
+#: rtol 3e-4 already, which a single draw could not afford.
+CHEBYSHEV_DRAWS = {"method": "RKC", "rtol": 1e-3, "atol": 1e-6}
+#: What an ensemble's estimate carries for it: 3× the measured 6.7e-4.
+CHEBYSHEV_DRAWS_ERROR = 2e-3
 
 #: BDF on a commuting state integrates at rtol / this, so that its global error stays at DOP853's for the given rtol
 BDF_TIGHTER = 100.0
@@ -76,20 +77,28 @@ class FlowRun(Moments):
 
 class _Layout:
     """The trainable factors of a model as one flat vector, and back (fixed factors stay as given);
-    `letters` of a state, a fixed index's computed once (untied teacher: 3 of 10 products a step).
-    Matrices are held as given (m × m arrays) or, in `held_by`, by their diagonals in a commuting state's basis."""
+    `letters` of a state, a fixed index's computed once (untied teacher: 3 of 10 products a step) and `frozen`, as Σ
+    is; ``fixed_codes``: the codes of those letters (`_FixedWordsOnce`). Matrices are held as given (m × m arrays)
+    or, in `held_by`, by their diagonals in a commuting state's basis."""
 
     def __init__(self, model, factors, sigma=None, fixed=None):
         self.model = model
-        self.sigma = [] if sigma is None else [np.asanyarray(sigma, dtype=float)]
+        self.sigma = [] if sigma is None else [frozen(np.asanyarray(sigma, dtype=float))]
         self.trainable = [k - 1 for k in model.trainable]
         self.grouped = isinstance(factors[0], tuple)
         self.factors = [tuple(np.array(f, subok=True) for f in x) if self.grouped else np.array(x, subok=True)
                         for x in factors]  # fmt: skip
         self.shapes = [[f.shape for f in self.parts(k)] for k in range(len(self.factors))]
         self.index_letters = model.definition.matrices.index_letters
-        self.fixed = fixed or {k: self.index_letters(f) for k, f in enumerate(self.factors) if k not in self.trainable}
+        fixed = fixed or {k: self.index_letters(f) for k, f in enumerate(self.factors) if k not in self.trainable}
+        self.fixed = {k: [frozen(letter) for letter in letters] for k, letters in fixed.items()}
         self.held = type(self.factors[self.trainable[0]] if not self.grouped else self.factors[self.trainable[0]][0])
+        counts = [
+            len(self.fixed[k]) if k in self.fixed else len(self.index_letters(f)) for k, f in enumerate(self.factors)
+        ]
+        first = np.cumsum([0] + counts)
+        fixed_codes = [c for k in self.fixed for c in range(first[k], first[k + 1])] + [first[-1]] * len(self.sigma)
+        self.fixed_codes = frozenset(int(c) for c in fixed_codes)  # the codes of letters that never move: Σ's too
 
     def parts(self, k):
         """The matrices of index k's factor (one, or the untied (U, V))."""
@@ -139,6 +148,33 @@ class _Layout:
         factors = [tuple(hold(p) for p in x) if self.grouped else hold(x) for x in self.factors]
         fixed = {k: [state.diagonal(letter) for letter in letters] for k, letters in self.fixed.items()}
         return _Layout(self.model, factors, state.diagonal(self.sigma[0]) if self.sigma else None, fixed)
+
+
+class _FixedWordsOnce:
+    """``read(words, letters)`` for the letters of one `_Layout`, the words over its fixed letters only (a teacher's,
+    Σ's: 10 of the 18 words of a tied scaling-law run) measured at the first call and kept: they never move."""
+
+    def __init__(self, read, fixed_codes):
+        self.read, self.fixed_codes, self.known, self.plans = read, fixed_codes, {}, {}
+
+    def _plan(self, words):
+        """(the indices of the moving words, the indices and values of the fixed ones) of a word list."""
+        still = [set(w) <= self.fixed_codes for w in words]
+        moving, fixed = [i for i, s in enumerate(still) if not s], [i for i, s in enumerate(still) if s]
+        return moving, fixed, [words[i] for i in fixed]
+
+    def __call__(self, words, letters):
+        words = tuple(map(tuple, words))
+        if words not in self.plans:
+            self.plans[words] = self._plan(words)
+        moving, fixed, fixed_words = self.plans[words]
+        new = [w for w in dict.fromkeys(fixed_words) if w not in self.known]
+        self.known.update(zip(new, self.read(new, letters) if new else ()))
+        out = np.empty(len(words))
+        out[fixed] = [self.known[w] for w in fixed_words]
+        if moving:
+            out[moving] = self.read([words[i] for i in moving], letters)
+        return out
 
 
 def _velocity(model, layout, source, read):
@@ -208,7 +244,7 @@ def run(
     horizon costs about its number of decades (its tolerances `BDF_TIGHTER` times tighter). Any other state by
     DOP853 or ``dense_stepper``. ``info["method"]`` says which."""
     layout, state = _diagonal_layout(model, _Layout(model, factors, sigma), source, read)
-    reader = read if state is None else state.moments
+    reader = _FixedWordsOnce(read if state is None else state.moments, layout.fixed_codes)
     method = "BDF" if state is not None and layout.size <= DENSE_JACOBIAN_MAX else "DOP853"
     if method == "DOP853" and dense_stepper is not None:
         method, rtol, atol = dense_stepper["method"], dense_stepper["rtol"], dense_stepper["atol"]
@@ -261,16 +297,16 @@ def _measured(t, letters, codes, texts, read, probes, status, message, nfev):
 def run_stochastic(model, factors, source, *, times, codes, texts=None, seed=0, sigma=None):
     """The stochastic matrix model of the finite-learning-rate term (docs/FINITE_LR.md §3) on ``times``.
 
-    The Itô SDE ``dF = v(F) dt + noise_increments(F, dH)`` on the factors (n × n), with Gaussian increments of the
+    The Itô SDE ``dF = v(F) dt + noise_increments(F, dH)`` on the factors (n × n), with increments of the
     per-index noise matrices ``E[dH_k,ab dH_l,cd] = (ρ dt/n) (κN1_kl δ_ac δ_bd + κN2_kl δ_ad δ_bc)``, ρ the kind's SGD
     steps per unit time times η/d (tied ¼, others 1), and κ(t)N1, κ(t)N2 from the source (a
     `momentgen.compiler.truncation.CoefficientSource` built with κ): the continuous-time limit of online SGD's
     minibatch noise, which the normalised traces feel only through the Itô terms of the hierarchy, self-averaging at
-    O(1/n). Stepped by `_NoisySteps` (Euler drift, each noise increment split over two steps: the stationary variance
-    of a linear mode is exact at every stable step). ``seed`` fixes the noise. ``sigma``: the data covariance Σ (a
-    fixed letter; the noise matrices become Σ^{1/2} H Σ^{1/2}, covariance κN1 Σ⊗Σ + κN2 with the swap, MATH.md
-    §10). Time is on the kind's axis. A state the source cannot pass, or a non-finite one, ends the run with a
-    status."""
+    O(1/n). Stepped by `_NoisySteps` (Euler drift, each noise increment split over two steps: the stationary
+    variance of a linear mode is exact at every stable step; two-point entries, `_signs`). ``seed`` fixes the noise.
+    ``sigma``: the data covariance Σ (a fixed letter; the noise matrices become Σ^{1/2} H Σ^{1/2}, the symmetric root,
+    covariance κN1 Σ⊗Σ + κN2 with the swap, MATH.md §10). Time is on the kind's axis. A state the source cannot pass,
+    or a non-finite one, ends the run with a status."""
     times = np.asarray(times, dtype=float)
     steps = _NoisySteps(model, _Layout(model, factors, sigma), source, sigma, seed, times[0])
     states, reached, status, message = [steps.factors()], [times[0]], "ok", ""
@@ -284,7 +320,7 @@ def run_stochastic(model, factors, source, *, times, codes, texts=None, seed=0, 
     except tuple(source.errors) as error:
         status, message = getattr(error, "status", "failed"), str(error)
     letters = [steps.layout.letters(f) for f in states]
-    run = _measured(reached, letters, codes, texts, trace_moments, (), status, message, steps.evaluations)
+    run = _measured(reached, letters, codes, texts, steps.read, (), status, message, steps.evaluations)
     run.info["steps"] = steps.count
     return run
 
@@ -297,6 +333,13 @@ def run_stochastic(model, factors, source, *, times, codes, texts=None, seed=0, 
 #: most 3.0e-4 / 8.1e-4 / 1.5e-3 relative at 0.001 (3.7e-3 on S1³ at 0.0025, 7.2e-3 at 0.005: first order).
 STEP_GROWTH = 0.001
 STIFF_STEP = 1.5
+#: The precision of the noise increments G (their draws, Σ^{1/2}'s sandwich and the product with the factors): single —
+#: an increment is random to begin with, its rounding (6e-8 relative) is far below its own spread, and single-precision
+#: products cost half (docs/FINITE_LR.md §3). The state is summed in double.
+NOISE_PRECISION = np.float32
+#: While the growth step is below this fraction of the stiff one, ρ is estimated every `RHO_EVERY_FAR` steps only.
+FAR_FROM_STIFF = 0.25
+RHO_EVERY_FAR = 100
 #: The noise coefficients N1, N2 (E[∇ℓ∇ℓᵀ], the costly part of a softmax's coefficients) are computed again once t
 #: has moved by this fraction of (t − t₀ + t_s) since they were last; in between they are held, times κ(t)/κ(then).
 NOISE_REFRESH = 0.02
@@ -315,8 +358,9 @@ class _NoisySteps:
 
     def __init__(self, model, layout, source, sigma, seed, t0):
         self.model, self.layout, self.source, self.definition = model, layout, source, model.definition
-        self.words = list(source.words)
-        self.root = None if sigma is None else psd_root(np.asarray(sigma, float))
+        self.words, self.read = list(source.words), _FixedWordsOnce(trace_moments, layout.fixed_codes)
+        self.root = None if sigma is None else frozen(_symmetric_root(np.asarray(sigma, float)))
+        self.root32 = None if sigma is None else frozen(self.root.astype(NOISE_PRECISION))
         self.rng = np.random.default_rng(seed)
         self.rho_sgd = self.definition.steps_per_time(1.0, 1.0)
         self.n = self.definition.matrices.dimension(layout.factors[0])
@@ -336,14 +380,14 @@ class _NoisySteps:
     def _measure(self):
         """The current state's letter matrices and the moments the source reads."""
         self.letters = self.layout.letters(self.layout.unpack(self.vector))
-        self.mu = trace_moments(self.words, self.letters)
+        self.mu = self.read(self.words, self.letters)
 
     def _drift(self, vector, noise, known=None):
         """v(X) at ``vector`` (``known``: its (letters, moments), when measured) at the current t and state; with
         ``noise`` also the arrays (their κ(t)N1, κ(t)N2 computed afresh)."""
         current = self.layout.unpack(vector)
         letters, mu = known or (self.layout.letters(current), None)
-        mu = trace_moments(self.words, letters) if mu is None else mu
+        mu = self.read(self.words, letters) if mu is None else mu
         arrays = self.source.coefficients(mu, noise=noise, t=self.t, state=self.state)
         self.evaluations += 1
         velocity = self.layout.pack(self.definition.matrices.factor_velocities(self.model, current, arrays, letters))
@@ -354,18 +398,22 @@ class _NoisySteps:
         return self.t - self.t0 + self.t_s
 
     def _velocity_and_noise(self):
-        """v(X_n) and the unit noise coefficients (N1, N2)/κ, refreshed per `NOISE_REFRESH`."""
+        """v(X_n), and the roots of the unit noise coefficients (N1, N2)/κ refreshed per `NOISE_REFRESH`."""
         kappa = self.source.kappa_at(self.t)
         stale = self.noise is None or self.t - self.noise[0] >= NOISE_REFRESH * (self.noise[0] - self.t0 + self.t_s)
         if not (stale and kappa > 0):
             return self._drift(self.vector, noise=False, known=(self.letters, self.mu)), kappa
         velocity, arrays = self._drift(self.vector, noise=True, known=(self.letters, self.mu))
-        self.noise = (self.t, arrays["N1"] / kappa, arrays["N2"] / kappa)
+        rows = np.ix_(self.trainable, self.trainable)  # a fixed index's noise moves nothing: its marginal is left out
+        unit = [arrays[name][rows] / kappa for name in ("N1", "N2")]
+        self.noise = (self.t, _noise_roots(*unit, not self.definition.matrices.symmetric_noise))
         return velocity, kappa
 
-    def _stiff_step(self, velocity):
-        """`STIFF_STEP` / ρ, ρ estimated again every `RHO_EVERY` steps."""
-        if self.since_radius >= RHO_EVERY:
+    def _stiff_step(self, velocity, growth):
+        """`STIFF_STEP` / ρ, ρ estimated again every `RHO_EVERY` steps — every `RHO_EVERY_FAR` while the ``growth``
+        step is below `FAR_FROM_STIFF` of it (ρ would have to grow 6× in between to make a step unstable)."""
+        far = self.radius is not None and growth * self.radius < FAR_FROM_STIFF * STIFF_STEP
+        if self.since_radius >= (RHO_EVERY_FAR if far else RHO_EVERY):
             rho, self.direction = power_radius(
                 lambda y: self._drift(y, noise=False), self.vector, velocity, self.direction
             )
@@ -377,23 +425,22 @@ class _NoisySteps:
         """G = noise_increments(X_n, dH) for a fresh dH over h (zero while κ(t) = 0 or before any noise)."""
         if kappa <= 0 or self.noise is None:
             return np.zeros_like(self.vector)
-        _, N1, N2 = self.noise
-        rows = np.ix_(self.trainable, self.trainable)  # a fixed index's noise moves nothing: its marginal is left out
-        scale, antisymmetric = np.sqrt(self.rho_sgd * h / self.n), not self.definition.matrices.symmetric_noise
-        drawn = _noise_matrices(kappa * N1[rows], kappa * N2[rows], self.n, scale, self.rng, antisymmetric)
+        scale = np.sqrt(kappa * self.rho_sgd * h / self.n)
+        drawn = _draw_noise(self.noise[1], self.n, scale, self.rng, dtype=NOISE_PRECISION)
         if self.root is not None:
-            drawn = [sandwich(self.root, x) for x in drawn]  # Σ^{1/2} H Σ^{1/2}: a scaling for a diagonal Σ, O(n²)
+            drawn = [sandwich(self.root32, x) for x in drawn]  # Σ^{1/2} H Σ^{1/2}: a scaling for a diagonal Σ, O(n²)
         H = [None] * self.model.K
         for k, x in zip(self.trainable, drawn):
             H[k] = x
-        increments = self.definition.matrices.noise_increments(self.model, self.layout.unpack(self.vector), H)
-        return self.layout.pack(increments)
+        factors = self.layout.unpack(self.vector.astype(NOISE_PRECISION))
+        return self.layout.pack(self.definition.matrices.noise_increments(self.model, factors, H))
 
     def advance_to(self, end):
         """Step to time ``end`` exactly (the last step shortened, or stretched by at most a fifth)."""
         while self.t < end:
             velocity, kappa = self._velocity_and_noise()
-            h = min(STEP_GROWTH * self._scale(), self._stiff_step(velocity), end - self.t)
+            growth = STEP_GROWTH * self._scale()
+            h = min(growth, self._stiff_step(velocity, growth), end - self.t)
             if end - self.t - h < 0.2 * h:
                 h = end - self.t
             fresh = self._increment(kappa, h)
@@ -406,18 +453,50 @@ class _NoisySteps:
             self.state = self.source.advanced(self.mu, self.state)
 
 
-def _noise_matrices(N1, N2, d, scale, rng, antisymmetric=True):
-    """Gaussian d × d matrices H_k with ``E[H_k,ab H_l,cd] = scale² (N1_kl δ_ac δ_bd + N2_kl δ_ad δ_bc)``:
+def _symmetric_root(sigma):
+    """Σ^{1/2}, the symmetric root (diagonal for a diagonal Σ) that the noise matrices are sandwiched with: Σ^{1/2} H
+    Σ^{1/2} has the covariance κN1 Σ⊗Σ + κN2 with the swap. (`psd_root`'s V√w is a root too, but R H R with a root that
+    is not symmetric has another covariance — for a dense Σ from a file.)"""
+    diagonal = diagonal_of(sigma)
+    if diagonal is not None:
+        return np.diag(np.sqrt(np.clip(diagonal, 0.0, None)))
+    w, V = np.linalg.eigh(0.5 * (sigma + sigma.T))
+    return (V * np.sqrt(np.clip(w, 0.0, None))) @ V.T
+
+
+def _noise_matrices(N1, N2, d, scale, rng, antisymmetric=True, draw=None):
+    """Random d × d matrices H_k with ``E[H_k,ab H_l,cd] = scale² (N1_kl δ_ac δ_bd + N2_kl δ_ad δ_bc)``:
     ``H_k = scale (Σ_m P_km Sym_m + Σ_m R_km Anti_m)`` with P Pᵀ = (N1 + N2)/2, R Rᵀ = (N1 − N2)/2 (both
-    PSD) and Sym, Anti the symmetric and antisymmetric parts (·√2) of independent iid matrices. Without
-    ``antisymmetric`` the Anti part is left out: the same law of H + Hᵀ, for a kind that reads only that."""
+    PSD) and Sym, Anti the symmetric and antisymmetric parts (·√2) of independent matrices of iid entries of mean 0
+    and variance 1 (``draw(rng, shape, dtype)``; default `_signs`), in double precision. Without ``antisymmetric``
+    the Anti part is left out: the same law of H + Hᵀ, for a kind that reads only that."""
+    return _draw_noise(_noise_roots(N1, N2, antisymmetric), d, scale, rng, draw)
+
+
+def _noise_roots(N1, N2, antisymmetric=True):
+    """[(+1, P), (−1, R)] of `_noise_matrices` (only (+1, P) without ``antisymmetric``): the part of a draw that
+    depends on the coefficients, computed once per refresh of them."""
+    return [(sign, psd_root(0.5 * (N1 + sign * N2))) for sign in ((1, -1) if antisymmetric else (1,))]
+
+
+def _draw_noise(roots, d, scale, rng, draw=None, dtype=float):
+    """The matrices of `_noise_matrices` from its ``roots`` (`_noise_roots`), of ``dtype`` (``draw`` the default
+    `_signs`)."""
     out = 0.0
-    for sign in (1, -1) if antisymmetric else (1,):
-        P = psd_root(0.5 * (N1 + sign * N2))
-        Z = rng.standard_normal((P.shape[1], d, d))
-        part = (Z + sign * Z.transpose(0, 2, 1)) / np.sqrt(2)
-        out = out + np.einsum("km,mab->kab", P, part)
-    return list(scale * out)
+    for sign, P in roots:
+        Z = (draw or _signs)(rng, (P.shape[1], d, d), dtype)
+        out = out + np.einsum("km,mab->kab", (P * (scale / np.sqrt(2))).astype(dtype), Z + sign * Z.transpose(0, 2, 1))
+    return list(out)
+
+
+def _signs(rng, shape, dtype=float):
+    """Independent ±1 of ``shape``, each with probability ½: the two-point increments that a weak first-order scheme
+    may take instead of Gaussian ones (Kloeden & Platen 1992, §14.1: the first three moments are the same, and the
+    normalised traces of an n × n noise matrix feel its entries' fourth moment only at O(1/n)); a ninth of the cost
+    of Gaussian draws (0.04 against 0.38 ms for 200 × 200)."""
+    count = int(np.prod(shape))
+    bits = np.unpackbits(rng.integers(0, 256, (count + 7) // 8, dtype=np.uint8), count=count)
+    return (2 * bits.astype(dtype) - 1).reshape(shape)
 
 
 def letter_velocities(model, factors, coefficients, sigma=None):

@@ -59,3 +59,23 @@ def test_trace_moments_cuts_every_word_into_two_shared_halves(rng):
     ):
         trace_moments([(0, 3, 1, 3, 4), (2, 4, 4, 0), (3, 4, 3)], letters_)
     assert all(diagonal is not None for diagonal in products)
+
+
+def test_a_frozen_matrix_keeps_its_diagonal_answer_and_lets_go_of_it():
+    """`diagonal_of` remembers its answer for a `frozen` matrix (read-only, owning its data: nothing changes it in
+    place) — the same answer as for a writable copy, diagonal or not — and forgets it when the matrix is gone (the
+    remembered diagonal is a copy, so it does not keep the matrix alive)."""
+    import gc
+
+    from momentgen.models import base
+
+    sigma = base.frozen(np.diag([3.0, 2.0, 1.0]))
+    dense = base.frozen(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.5], [0.0, 0.5, 1.0]]))  # corners 0, not diagonal
+    for _ in range(2):
+        assert np.array_equal(base.diagonal_of(sigma), base.diagonal_of(np.array(sigma)))
+        assert base.diagonal_of(dense) is None and base.diagonal_of(np.array(dense)) is None
+    keys = {id(sigma), id(dense)}
+    assert keys <= set(base._KNOWN_DIAGONALS) and not sigma.flags.writeable
+    del sigma, dense
+    gc.collect()
+    assert not keys & set(base._KNOWN_DIAGONALS)
