@@ -72,18 +72,15 @@ def usable_controls(controls, limit):
     return varying[np.argsort(spread[varying])[::-1][: max(0, limit)]]
 
 
-def _draws(config_raw, source, draws, means, kappa, times):
-    """One process's share of ensembles: the trajectories of ``draws`` ((size, seed) pairs; a task) — each a matrix
-    model of its own draw (flat rotations at a power-of-two size: `momentgen.compiler.initial.flat_size`), moved by
-    the Chebyshev stepper, and with κ > 0 its own noise (`Problem.law_run`) — with each draw's risk along it."""
+def _draw(config_raw, source, size, seed, means, kappa, times):
+    """One draw of an ensemble (a task): (t, the words' trajectories, status, message, risk) of the matrix model of
+    ``size`` drawn with ``seed`` (flat rotations at a power-of-two size: `momentgen.compiler.initial.flat_size`),
+    moved by the Chebyshev stepper, and with κ > 0 its own noise (`Problem.law_run`)."""
     problem = Problem.from_config(parse_config(config_raw, source), kappa=kappa, times=times)
-    out = []
-    for size, seed in draws:
-        factors = law_factors(problem.model, problem.specs, size, seed=seed, data=problem.data, flat=flat_size(size))
-        run = problem.law_run(factors, means, seed, stepper=CHEBYSHEV_DRAWS)
-        values = np.array([run.series[w] for w in problem.words])
-        out.append((run.t, values, run.status, run.message, theory_risk(problem, run.series, means)))
-    return out
+    factors = law_factors(problem.model, problem.specs, size, seed=seed, data=problem.data, flat=flat_size(size))
+    run = problem.law_run(factors, means, seed, stepper=CHEBYSHEV_DRAWS)
+    values = np.array([run.series[w] for w in problem.words])
+    return run.t, values, run.status, run.message, theory_risk(problem, run.series, means)
 
 
 def run_ensembles(problem, legs, means, n_jobs=2):
@@ -98,9 +95,8 @@ def run_ensembles(problem, legs, means, n_jobs=2):
     config = problem.config
     means = None if means is None else np.asarray(means, dtype=float)
     common = (config.raw, config.source)
-    tasks = [(_draws, (*common, [draw], means, problem.kappa, problem.output_times)) for draw in draws]
-    finished = [run for (run,) in run_tasks(tasks, n_jobs=min(n_jobs, len(tasks)), progress=False, share=True)]
-    done = dict(zip(draws, finished))
+    tasks = [(_draw, (*common, *draw, means, problem.kappa, problem.output_times)) for draw in draws]
+    done = dict(zip(draws, run_tasks(tasks, n_jobs=min(n_jobs, len(tasks)), progress=False, share=True)))
     return {name: _ensemble(problem, size, [done[size, s] for s in seeds]) for name, (size, seeds) in legs.items()}
 
 
