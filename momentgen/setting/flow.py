@@ -93,12 +93,9 @@ class _Layout:
         fixed = fixed or {k: self.index_letters(f) for k, f in enumerate(self.factors) if k not in self.trainable}
         self.fixed = {k: [frozen(letter) for letter in letters] for k, letters in fixed.items()}
         self.held = type(self.factors[self.trainable[0]] if not self.grouped else self.factors[self.trainable[0]][0])
-        counts = [
-            len(self.fixed[k]) if k in self.fixed else len(self.index_letters(f)) for k, f in enumerate(self.factors)
-        ]
-        first = np.cumsum([0] + counts)
-        fixed_codes = [c for k in self.fixed for c in range(first[k], first[k + 1])] + [first[-1]] * len(self.sigma)
-        self.fixed_codes = frozenset(int(c) for c in fixed_codes)  # the codes of letters that never move: Σ's too
+        per_index = len(model.definition.letter_kinds)  # index k's letters are codes k·per_index …, Σ's the last
+        fixed_codes = [k * per_index + j for k in self.fixed for j in range(per_index)]
+        self.fixed_codes = frozenset(fixed_codes + [len(self.factors) * per_index] * len(self.sigma))
 
     def parts(self, k):
         """The matrices of index k's factor (one, or the untied (U, V))."""
@@ -359,8 +356,7 @@ class _NoisySteps:
     def __init__(self, model, layout, source, sigma, seed, t0):
         self.model, self.layout, self.source, self.definition = model, layout, source, model.definition
         self.words, self.read = list(source.words), _FixedWordsOnce(trace_moments, layout.fixed_codes)
-        self.root = None if sigma is None else frozen(_symmetric_root(np.asarray(sigma, float)))
-        self.root32 = None if sigma is None else frozen(self.root.astype(NOISE_PRECISION))
+        self.root = None if sigma is None else frozen(_symmetric_root(np.asarray(sigma, float)).astype(NOISE_PRECISION))
         self.rng = np.random.default_rng(seed)
         self.rho_sgd = self.definition.steps_per_time(1.0, 1.0)
         self.n = self.definition.matrices.dimension(layout.factors[0])
@@ -428,7 +424,7 @@ class _NoisySteps:
         scale = np.sqrt(kappa * self.rho_sgd * h / self.n)
         drawn = _draw_noise(self.noise[1], self.n, scale, self.rng, dtype=NOISE_PRECISION)
         if self.root is not None:
-            drawn = [sandwich(self.root32, x) for x in drawn]  # Σ^{1/2} H Σ^{1/2}: a scaling for a diagonal Σ, O(n²)
+            drawn = [sandwich(self.root, x) for x in drawn]  # Σ^{1/2} H Σ^{1/2}: a scaling for a diagonal Σ, O(n²)
         H = [None] * self.model.K
         for k, x in zip(self.trainable, drawn):
             H[k] = x
