@@ -180,11 +180,13 @@ def law_factors(model, specs, n, seed=0, data=ISOTROPIC, flat=False):
     reproducible; the moments approach the d = ∞ values as n grows (error O(1/n) or better).
     ``flat`` (n a power of two): each Gaussian factor's n-side rotation is a `flat_rotation` instead, so that its
     mass on each basis direction — each eigen-direction of a diagonal Σ — is exact (an ensemble of draws then
-    fluctuates less: the risk of a Gaussian student against a power-law Σ by 1.2–2.5× at n = 64–128).
+    fluctuates less: the risk of a Gaussian student against a power-law Σ by 1.2–2.5× at n = 64–128). A kind with a
+    mean gets each Gaussian index centred (`KindLaws.centred`: Tr(Σ M_k) = 0, the mean being the d = ∞ variable m).
     """
     rng = np.random.default_rng(seed)
     specs = _complete(model, specs)
     left = flat_rotation if flat else _haar
+    sigma = data.law_power(n, 1.0) if model.sigma else None
 
     def gaussian(scale, width):
         """n × width with G Gᵀ at the free Poisson quantiles (rate width/n, jump scale²)."""
@@ -205,7 +207,8 @@ def law_factors(model, specs, n, seed=0, data=ISOTROPIC, flat=False):
         elif spec.kind == "aligned":  # c Σ^b of Σ at the law's n quantiles (`data.DataCovariance.power`)
             factors.append(model.definition.matrices.aligned_factor(spec.c, data.law_power(n, spec.exponent / 2)))
         else:
-            factors.append(model.definition.laws.law_factor(spec, n, rng, gaussian))
+            laws = model.definition.laws
+            factors.append(laws.centred(laws.law_factor(spec, n, rng, gaussian), sigma))
     return factors
 
 

@@ -109,6 +109,12 @@ class Truncation:
         """(Q1, Q2) at moments ``y`` — no m* needed."""
         return y[self._Q[0]], y[self._Q[1]]
 
+    @property
+    def read_indices(self):
+        """The indices of the words the coefficients read — the order parameters and the kind's state words — in
+        ascending order: `coefficient_arrays`, `state_and_value` and `advanced` read nothing else of a state."""
+        return np.unique(np.concatenate([self._Q.ravel(), np.fromiter(self._word.values(), int)]))
+
     def slaved_mean(self, y, state=None):
         """m*(q(y)) by Newton from the warm start of ``state`` (default: the current one; pure)."""
         return self.state_and_value(y, state)[0][2]
@@ -287,8 +293,9 @@ class Truncation:
 class CoefficientSource:
     """The theory's coefficients for the matrix flow engine (`momentgen.setting.flow`), from moments.
 
-    The flow reads the moments of ``words`` (the degree-2 program's: order parameters and the
-    words the kind's coefficients read) on its matrices or its state vector; ``coefficients``
+    The flow reads the moments of ``words`` (of the degree-2 program's words, those the coefficients read: order
+    parameters and the kind's state words, `Truncation.read_indices`) on its matrices or its state vector;
+    ``coefficients``
     are the potential's at them in the run's `RunState` — for a kind with a mean at the slaved m*(q) of the branch
     it carries and with the finite-d, trace-conserving bias β′ (MATH.md §4); ``advanced`` gives the state after
     an accepted step (the engine passes it along the run). ``errors``: the state errors that stop a flow with a status.
@@ -303,7 +310,8 @@ class CoefficientSource:
         if program is None:
             program = source_program(model, kappa, max_bytes)
         self.truncation = Truncation(program, potential, gamma, means=means, kappa=kappa, kappa_profile=kappa_profile)
-        self.words = program.word_codes
+        self._read, self._size = self.truncation.read_indices, len(program.word_codes)
+        self.words = [program.word_codes[i] for i in self._read]
 
     @property
     def state(self):
@@ -313,11 +321,17 @@ class CoefficientSource:
     def coefficients(self, mu, noise=True, t=None, state=None):
         """The family arrays at moments ``mu``, time ``t`` and `RunState` ``state`` (default: the start) — with
         κ(t)N1, κ(t)N2 unless ``noise`` is False."""
-        return self.truncation.coefficient_arrays(mu, trace_conserving=True, noise=noise, t=t, state=state)
+        return self.truncation.coefficient_arrays(self._state(mu), trace_conserving=True, noise=noise, t=t, state=state)
 
     def advanced(self, mu, state):
         """The `RunState` after an accepted step to moments ``mu`` (`Truncation.advanced`)."""
-        return self.truncation.advanced(mu, state)
+        return self.truncation.advanced(self._state(mu), state)
+
+    def _state(self, mu):
+        """The program's state vector with ``mu`` (the moments of `words`) in place; 0 for the words nothing reads."""
+        y = np.zeros(self._size)
+        y[self._read] = mu
+        return y
 
     def kappa_at(self, t):
         """κ at time ``t`` (`Truncation.kappa_at`): the factor the noise arrays carry."""

@@ -17,6 +17,8 @@ thread each) and returns for each size a `momentgen.setting.flow.FlowRun` whose 
 whose ``info["standard_error"]`` holds their standard errors. Time is on the kind's axis.
 """
 
+import json
+
 import numpy as np
 
 from ..compiler.initial import flat_size, law_factors
@@ -72,11 +74,25 @@ def usable_controls(controls, limit):
     return varying[np.argsort(spread[varying])[::-1][: max(0, limit)]]
 
 
+_PROBLEMS = {}  # this process's `Problem` of the ensemble it is drawing (`_problem`)
+
+
+def _problem(config_raw, source, kappa, times):
+    """The `Problem` of a draw task, built once per process and ensemble, not once per draw (its parsing and its
+    coefficients' program were a fifth of an untied draw's cost at n = 128); only the latest is kept. A draw changes
+    nothing in it: each run starts its own `CoefficientSource` on its branch."""
+    key = (json.dumps(config_raw, sort_keys=True, default=repr), source, float(kappa), tuple(np.asarray(times, float)))
+    if key not in _PROBLEMS:
+        _PROBLEMS.clear()
+        _PROBLEMS[key] = Problem.from_config(parse_config(config_raw, source), kappa=kappa, times=times)
+    return _PROBLEMS[key]
+
+
 def _draw(config_raw, source, size, seed, means, kappa, times):
     """One draw of an ensemble (a task): (t, the words' trajectories, status, message, risk) of the matrix model of
     ``size`` drawn with ``seed`` (flat rotations at a power-of-two size: `momentgen.compiler.initial.flat_size`),
     moved by the Chebyshev stepper, and with κ > 0 its own noise (`Problem.law_run`)."""
-    problem = Problem.from_config(parse_config(config_raw, source), kappa=kappa, times=times)
+    problem = _problem(config_raw, source, kappa, times)
     factors = law_factors(problem.model, problem.specs, size, seed=seed, data=problem.data, flat=flat_size(size))
     run = problem.law_run(factors, means, seed, stepper=CHEBYSHEV_DRAWS)
     values = np.array([run.series[w] for w in problem.words])

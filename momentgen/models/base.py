@@ -304,6 +304,11 @@ class KindLaws:
         a factor with spectrum at the free Poisson quantiles and Haar rotations)."""
         raise NotImplementedError
 
+    def centred(self, factor, sigma=None):
+        """A law factor of a Gaussian index with its pre-activation mean exactly 0 (Σ = ``sigma``, I when None): the
+        d = ∞ state carries a mean as its own variable m. Unchanged for a kind without a mean."""
+        return factor
+
     def letter_factors(self, k, spec):
         """{letter kind: (scalar, factors)}: each letter of index k as a scalar times a product of
         Gaussian factors ``((name, k), transposed)``; an identity letter is a scalar."""

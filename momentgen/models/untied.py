@@ -98,7 +98,7 @@ class UntiedMatrices(KindMatrices):
         width = max(1, int(round(spec.width_ratio * d)))
         U = rng.standard_normal((d, width)) * spec.scale_U / np.sqrt(d)
         V = rng.standard_normal((d, width)) * spec.scale_V / np.sqrt(d)
-        return (U, V) if spec.mean is None else shift_to_mean(U, V, spec.mean)
+        return U, V
 
     def identity_factor(self, c, d):
         root = np.sqrt(c) * np.eye(d)
@@ -120,10 +120,16 @@ class UntiedLaws(KindLaws):
         return np.array([spec.configured_mean for _, spec in sorted(inits.items())])
 
     def law_factor(self, spec, n, rng, gaussian):
-        """Centred: at d = ∞ the mean is the separate variable m (the coefficients read m*(q)), every
-        word odd in M has moment 0, and `shift_to_mean` would add its O(m²/n) to the even words."""
+        """Not shifted to a configured mean: at d = ∞ the mean is the separate variable m (the coefficients read
+        m*(q)), every word odd in M has moment 0, and `shift_to_mean` would add its O(m²/n) to the even words."""
         width = max(1, int(round(spec.width_ratio * n)))
         return gaussian(spec.scale_U, width), gaussian(spec.scale_V, width)
+
+    def centred(self, factor, sigma=None):
+        """``Tr(Σ U Vᵀ) = 0`` exactly (`shift_to_mean` to 0): a draw's own Tr(ΣM) is O(1), and the slaving bias keeps
+        it, so a teacher's could never be learnt — an excess risk O(Tr(ΣM)²/n²) that a late, small risk feels
+        (README, Anisotropic data). The move is O(1/n) on odd words, O(1/n²) on even ones."""
+        return shift_to_mean(*factor, 0.0, sigma)
 
     def _gaussian_letter_factors(self, k):
         U, V = ("U", k), ("V", k)

@@ -51,7 +51,8 @@ class SimulationResult(Moments):
     """Moments along a finite-d run (`Moments`: ``series``, canonical word → array (n,)), on the theory's time axis.
 
     ``steps``: SGD steps at each time (None for the matrix flow); ``means``: kinds with a mean,
-    ``m_k = Tr(M_k)/√d`` (n, K); ``status``: "ok" or why the run stopped early (then ``t`` ends there).
+    ``m_k = Tr(Σ M_k)/√d`` (n, K; Σ = I for isotropic tokens); ``status``: "ok" or why the run stopped early (then
+    ``t`` ends there).
     """
 
     d: int

@@ -174,14 +174,30 @@ class _FixedWordsOnce:
         return out
 
 
-def _velocity(model, layout, source, read):
-    """The packed factor velocity of ``layout``'s state: a function of (packed vector, time t, the run's state)."""
-    definition, words = model.definition, list(source.words)
+class _SourceMoments:
+    """``moments(vector, letters)``: the moments of a source's words at a packed state ``vector`` whose letters are
+    ``letters``, measured by ``read(words, letters)``. The last state's are kept: an accepted step's state is the one
+    the stepper evaluated its last velocity at (RKC's F(y_{n+1}), DOP853's last stage), so the run's `advance` reads
+    them again for free."""
+
+    def __init__(self, read, words):
+        self.read, self.words, self.vector, self.values = read, list(words), None, None
+
+    def __call__(self, vector, letters):
+        if self.vector is None or not np.array_equal(vector, self.vector):
+            self.values, self.vector = self.read(self.words, letters), np.array(vector)
+        return self.values.copy()
+
+
+def _velocity(model, layout, source, moments):
+    """The packed factor velocity of ``layout``'s state: a function of (packed vector, time t, the run's state);
+    ``moments``: a `_SourceMoments` of ``source``'s words."""
+    definition = model.definition
 
     def velocity(vector, t, state):
         current = layout.unpack(vector)
         letters = layout.letters(current)
-        coefficients = source.coefficients(read(words, letters), t=t, state=state)
+        coefficients = source.coefficients(moments(vector, letters), t=t, state=state)
         return layout.pack(definition.matrices.factor_velocities(model, current, coefficients, letters))
 
     return velocity
@@ -195,9 +211,13 @@ def _diagonal_layout(model, dense, source, read):
     if state is None:
         return dense, None
     held = dense.held_by(state)
-    exact = _velocity(model, dense, source, read)(dense.pack(dense.factors), 0.0, source.state)
+    exact = _velocity(model, dense, source, _SourceMoments(read, source.words))(
+        dense.pack(dense.factors), 0.0, source.state
+    )
     try:
-        on_diagonals = _velocity(model, held, source, state.moments)(held.pack(held.factors), 0.0, source.state)
+        on_diagonals = _velocity(model, held, source, _SourceMoments(state.moments, source.words))(
+            held.pack(held.factors), 0.0, source.state
+        )
     except (ValueError, TypeError, IndexError):  # an operation a matrix held by its diagonal does not have
         return dense, None
     if on_diagonals.shape != (held.size,):
@@ -247,13 +267,14 @@ def run(
         method, rtol, atol = dense_stepper["method"], dense_stepper["rtol"], dense_stepper["atol"]
     if method == "BDF":  # its global error is ~10× its rtol (solvable case: 9e-9 at 1e-9, 2.4e-9 = DOP853's at 1e-11)
         rtol, atol = rtol / BDF_TIGHTER, atol / BDF_TIGHTER
-    current, evaluate = [source.state], _velocity(model, layout, source, reader)
+    moments = _SourceMoments(reader, source.words)
+    current, evaluate = [source.state], _velocity(model, layout, source, moments)
 
     def velocity(t, vector):
         return evaluate(vector, t, current[0])
 
     def advance(t, vector):
-        current[0] = source.advanced(reader(list(source.words), layout.letters(layout.unpack(vector))), current[0])
+        current[0] = source.advanced(moments(vector, layout.letters(layout.unpack(vector))), current[0])
 
     result = integrate(
         velocity,

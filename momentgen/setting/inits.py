@@ -7,8 +7,8 @@
 * ``aligned``: the letter is ``c Σ^b`` (b = ``exponent``), a function of the data covariance Σ
   (MATH.md §10: the source condition of the scaling-law literature).
 
-``mean``: the pre-activation mean ``Tr(M_k)/√d`` of a kind with a mean (None: not set — 0 at
-d = ∞; a draw keeps its own O(1/√d) value, a file its own value).
+``mean``: the pre-activation mean ``Tr(Σ M_k)/√d`` (Σ = I for isotropic tokens) of a kind with a mean (None: not
+set — 0 at d = ∞; a draw keeps its own O(1/√d) value, a file its own value).
 """
 
 from dataclasses import dataclass
@@ -33,7 +33,7 @@ class InitSpec:
     scale_V: float = 1.0
     c: float = 1.0
     path: str = None
-    mean: float = None  # a kind with a mean: m_k = Tr(M_k)/√d at the start (None: not set)
+    mean: float = None  # a kind with a mean: m_k = Tr(Σ M_k)/√d at the start (None: not set)
     exponent: float = 1.0  # aligned: b of c Σ^b
 
     def __post_init__(self):

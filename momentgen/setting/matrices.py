@@ -73,10 +73,12 @@ def _complete(model, specs):
 def sample_factors(model, specs, d, seed, data=None):
     """Finite-d factors (the kind's layout) drawn from ``specs`` ({k: InitSpec}) with a seed; from-file
     indices are read (their d must be ``d``); aligned ones are ``c Σ^b`` of the data covariance ``data``
-    (`momentgen.setting.data.DataCovariance`)."""
+    (`momentgen.setting.data.DataCovariance`); a Gaussian index with a configured mean is shifted to it, the mean
+    read as Tr(Σ M)/√d."""
     rng = np.random.default_rng(seed)
     specs = _complete(model, specs)
     family, factors = model.definition, []
+    sigma = None if data is None else data.letter(model, d)
     for k in range(1, model.K + 1):
         spec = specs[k]
         if spec.kind == "from-file":
@@ -86,7 +88,8 @@ def sample_factors(model, specs, d, seed, data=None):
         elif spec.kind == "aligned":
             factors.append(family.matrices.aligned_factor(spec.c, data.power(d, spec.exponent / 2)))
         else:
-            factors.append(family.matrices.sample_factor(spec, d, rng))
+            factor = family.matrices.sample_factor(spec, d, rng)
+            factors.append(factor if spec.mean is None else family.matrices.shifted_to_mean(factor, spec.mean, sigma))
     return factors
 
 
@@ -275,12 +278,13 @@ def trace_moments(words, letters):
     is rotated (the trace is cyclic) and cut in two halves P, Q that each start at a dense letter and hold about
     half of its dense letters: ``Tr(P Q) = Σ P ∘ Qᵀ`` costs O(d²), so a word with at most two dense letters costs no
     O(d³) product and one with k costs k − 2; among the cuts, the one whose halves the call's other words share
-    most (`_trace_plan`, cached per word list), and every half is multiplied once per call.
+    most (`_trace_plan`, cached per word list), and every half is multiplied once per call; a second half is
+    transposed into contiguous memory once per call, so each trace is one contiguous dot product.
     """
     d = letters[0].shape[0]
     diagonals = [models.base.diagonal_of(letter) for letter in letters]
     plan = _trace_plan(tuple(map(tuple, words)), tuple(diagonal is None for diagonal in diagonals))
-    products = {}
+    products, transposed = {}, {}
 
     def product(codes):
         """``Z_1 ⋯ Z_n`` of a tuple of codes that starts with a dense letter (cached)."""
@@ -288,6 +292,12 @@ def trace_moments(words, letters):
             head = letters[codes[0]] if len(codes) == 1 else product(codes[:-1])
             products[codes] = head if len(codes) == 1 else times_letter(head, letters[codes[-1]], diagonals[codes[-1]])
         return products[codes]
+
+    def transpose(codes):
+        """``(Z_1 ⋯ Z_n)ᵀ`` in C order (cached)."""
+        if codes not in transposed:
+            transposed[codes] = np.ascontiguousarray(product(codes).T)
+        return transposed[codes]
 
     result = np.empty(len(words))
     for i, (dense, first, second) in enumerate(plan):
@@ -297,7 +307,7 @@ def trace_moments(words, letters):
             tail = [diagonals[c] for c in first[1:]]
             result[i] = np.sum(np.diagonal(letters[first[0]]) * (np.prod(tail, axis=0) if tail else 1.0)) / d
         else:
-            result[i] = np.sum(product(first) * product(second).T) / d
+            result[i] = np.vdot(product(first), transpose(second)) / d
     return result
 
 

@@ -172,3 +172,29 @@ def test_flat_mixed_factors_follow_the_d_infinity_law_beside_sigma(kind):
         )  # fmt: skip
     assert gaps[32].mean() >= 3 * gaps[256].mean()
     assert gaps[256].max() <= largest
+
+
+@pytest.mark.parametrize("data", [None, POWER])
+def test_untied_law_draws_carry_no_pre_activation_mean(data):
+    """At d = ∞ an untied mean is its own variable m, so the matrix model's draws must have Tr(Σ U Vᵀ) = 0 for every
+    index (`UntiedLaws.centred`), with Σ and without (Σ = I): measured ≤ 1e-15 here (computed by hand, asserted
+    1e-12). Before, a draw kept its own O(1) trace (0.6–3.4 for Σ's law at n = 128, a = 0.5), which the slaving
+    bias holds fixed, so the student could never learn the teacher's: late risks of a Gaussian student and teacher
+    against a power-law Σ came out 4–9× too high at τ = 5 (README, Anisotropic data)."""
+    model = Model("untied", 2, [1], sigma=data is not None)
+    specs = {1: InitSpec(mean=0.3), 2: InitSpec(mean=1.0, scale_U=0.8)}
+    n = 64
+    sigma = np.eye(n) if data is None else data.law_power(n, 1.0)
+    for seed in range(3):
+        for U, V in law_factors(model, specs, n, seed, data or DataCovariance("isotropic"), flat=True):
+            assert abs(np.trace(sigma @ U @ V.T)) <= 1e-12
+
+
+def test_a_configured_untied_mean_is_read_against_sigma():
+    """A Gaussian index with ``mean`` configured is drawn at that pre-activation mean Tr(Σ M)/√d — the one the theory
+    reads (MATH.md §10) — not at Tr(M)/√d: at d = 200 against a power law (a = 1), computed by hand, 1.0 to rounding
+    (asserted 1e-12). Before, the shift ignored Σ: Tr(Σ M)/√d was 1.076 for seed 0."""
+    model = Model("untied", 2, [1], sigma=True)
+    d = 200
+    U, V = sample_factors(model, {1: InitSpec(), 2: InitSpec(mean=1.0)}, d, 0, data=POWER)[1]
+    assert np.trace(POWER.matrix(d) @ U @ V.T) / np.sqrt(d) == pytest.approx(1.0, abs=1e-12)

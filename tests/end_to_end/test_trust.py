@@ -195,7 +195,7 @@ def untied_config(paths, **init2):
 
 
 def test_from_file_untied_inits_carry_their_means(tmp_path):
-    """The README's `mean` is Tr(M_k)/√d: a from-file init without `mean` uses the file's value
+    """The README's `mean` is Tr(Σ M_k)/√d (Σ = I here): a from-file init without `mean` uses the file's value
     (computed here with numpy), not 0; the theory starts the fast phase from it."""
     paths = untied_files(tmp_path)
     config = parse_config(untied_config(paths))

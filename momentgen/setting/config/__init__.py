@@ -36,7 +36,7 @@ range), so that a wrong one stops with one line that names it::
     c = 1.0                # identity: S_k = c I; aligned: S_k = c Σ^b
     exponent = 1.0         # aligned: b
     path = "S.npz"         # from-file: arrays W or S (tied), U and V (untied), S (direct)
-    mean = 0.0             # untied: initial pre-activation mean m_k = Tr(M_k)/√d (from-file: the file's)
+    mean = 0.0             # untied: initial pre-activation mean m_k = Tr(Σ M_k)/√d (from-file: the file's)
 
     [truncation]
     degree = 8             # truncation degree M (quadrature: exact to degree M, order n = ⌊(M−1)/2⌋) (required)

@@ -14,7 +14,7 @@ from .schema import _SCHEMA, MAX_ALIGNED_C, ConfigError, _check_schedule_keys
 
 
 def _check_file_means(inits, means):
-    """An explicit `mean` of a from-file init must be the file's own Tr(M_k)/√d."""
+    """An explicit `mean` of a from-file init must be the file's own Tr(Σ M_k)/√d (Σ = I for isotropic tokens)."""
     for k, spec in sorted(inits.items()):
         file_mean = means[k - 1]
         if (
@@ -24,7 +24,7 @@ def _check_file_means(inits, means):
         ):
             raise ConfigError(
                 f"[init.{k}] mean = {spec.mean:.6g} contradicts the file {spec.path!r}, whose "
-                f"Tr(M_{k})/√d = {file_mean:.6g}: drop `mean` (the file's value is used) or fix the file"
+                f"Tr(Sigma M_{k})/√d = {file_mean:.6g}: drop `mean` (the file's value is used) or fix the file"
             )
 
 
@@ -153,7 +153,7 @@ def _check_inits(raw, where):
             raise ConfigError(f'{where}[init.{k}] kind = "from-file" needs `path` (an .npz of finite-d matrices)')
         if table["mean"] is not None and definition.centred:
             raise ConfigError(
-                f"{where}[init.{k}] `mean` is the pre-activation mean Tr(M_k)/√d of a model with a "
+                f"{where}[init.{k}] `mean` is the pre-activation mean Tr(Sigma M_k)/√d of a model with a "
                 f"mean; the {raw['model']['kind']} model's pre-activations are centred: remove it"
             )
 
