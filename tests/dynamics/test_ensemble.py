@@ -236,3 +236,18 @@ def test_which_configured_closures_give_way_to_the_whole_curve_one():
     generic, commuting = _generic_sigma(T=1.0), sigma_config()
     assert gives_way(generic, "quadrature") and gives_way(generic, "zero") and gives_way(commuting, "zero")
     assert not gives_way(generic, "matrix-model") and not gives_way(commuting, "quadrature")
+
+
+def test_a_draw_task_builds_its_problem_once_per_ensemble():
+    """`ensemble._problem`: the draws of one ensemble in one process share one `Problem` (built once, not per draw);
+    another configuration, κ or set of output times gets its own, and only the latest is kept."""
+    from momentgen.dynamics import ensemble
+
+    raw = load_config("fig3_untied_h1").raw
+    first = ensemble._problem(raw, None, 0.0, ())
+    assert ensemble._problem(dict(raw), None, 0.0, ()) is first
+    assert ensemble._problem(raw, None, 0.01, ()).kappa == 0.01
+    assert ensemble._problem(raw, None, 0.0, (0.05,)).output_times == (0.05,)
+    other = {**raw, "integrate": {**raw["integrate"], "T": 0.05}}
+    assert ensemble._problem(other, None, 0.0, ()).integrate.T == 0.05
+    assert len(ensemble._PROBLEMS) == 1 and ensemble._problem(raw, None, 0.0, ()) is not first

@@ -290,8 +290,10 @@ def test_the_ensemble_vouches_for_an_untied_gaussian_student_and_teacher_against
     d = 128 / 256 (16 / 8 seeds), extrapolated in 1/d (3 standard errors: 2.3–4.5 % of the risk to τ = 1, 18.5 % at
     τ = 5). Measured: ≤ 1.5 % off for τ ≤ 1.4, then 3.3 / 8.3 / 15.9 % at τ = 2.2 / 3.3 / 5 (within the reference's
     noise), the relative risk estimate 6.3–52 % and ≥ 3.3× the error at every τ (uncentred draws were 4.2× off at
-    τ = 5). Asserted: status ok, off by ≤ 2 % + 3 standard errors at every τ, the estimate not below the error less
-    3 standard errors. About 5 minutes on 2 cores."""
+    τ = 5). Asserted: the estimate vouched for (a statistical bound; the status is partial — the words' estimate,
+    6.3 % at τ = 0, passes validity_tol = 0.02 from the start, the risk's 10 % at τ = 0.62), off by ≤ 2 % + 3
+    standard errors at every τ, the estimate not below the error less 3 standard errors. About 5 minutes on 2
+    cores."""
     from momentgen.dynamics.closures import GENERIC_SIGMA_ENSEMBLE, solve_with_closure
     from momentgen.setting.config import load_config, parse_config
 
@@ -306,6 +308,6 @@ def test_the_ensemble_vouches_for_an_untied_gaussian_student_and_teacher_against
     reference, noise = _extrapolated_risk(centred, {128: 16, 256: 8})
     error = np.abs(np.asarray(result.derived["risk"]) / reference - 1)[1:]
     estimate = np.array(result.error_series["risk_relative"], float)[1:]
-    assert result.status == "ok", result.message
+    assert result.estimate_is_bound, result.message
     assert np.all(error <= 0.02 + noise[1:]), (error, noise)
     assert np.all(estimate >= error - noise[1:]), (estimate, error)
