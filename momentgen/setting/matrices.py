@@ -78,7 +78,6 @@ def sample_factors(model, specs, d, seed, data=None):
     rng = np.random.default_rng(seed)
     specs = _complete(model, specs)
     family, factors = model.definition, []
-    sigma = None if data is None else data.letter(model, d)
     for k in range(1, model.K + 1):
         spec = specs[k]
         if spec.kind == "from-file":
@@ -89,7 +88,10 @@ def sample_factors(model, specs, d, seed, data=None):
             factors.append(family.matrices.aligned_factor(spec.c, data.power(d, spec.exponent / 2)))
         else:
             factor = family.matrices.sample_factor(spec, d, rng)
-            factors.append(factor if spec.mean is None else family.matrices.shifted_to_mean(factor, spec.mean, sigma))
+            if spec.mean is not None:  # the mean Tr(Σ M)/√d: Σ only built when it is needed
+                sigma = None if data is None else data.letter(model, d)
+                factor = family.matrices.shifted_to_mean(factor, spec.mean, sigma)
+            factors.append(factor)
     return factors
 
 
