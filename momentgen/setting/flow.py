@@ -175,17 +175,17 @@ class _FixedWordsOnce:
 
 
 class _SourceMoments:
-    """``moments(vector, letters)``: the moments of a source's words at a packed state ``vector`` whose letters are
-    ``letters``, measured by ``read(words, letters)``. The last state's are kept: an accepted step's state is the one
-    the stepper evaluated its last velocity at (RKC's F(y_{n+1}), DOP853's last stage), so the run's `advance` reads
-    them again for free."""
+    """``moments(vector, letters)``: the moments of a source's words at a packed state ``vector``, measured by
+    ``read(words, letters())`` (``letters``: a function giving the state's letters, called only when they are
+    measured). The last state's are kept: an accepted step's state is the one the stepper evaluated its last velocity
+    at (RKC's F(y_{n+1}), DOP853's last stage), so the run's `advance` reads them again for free."""
 
     def __init__(self, read, words):
         self.read, self.words, self.vector, self.values = read, list(words), None, None
 
     def __call__(self, vector, letters):
         if self.vector is None or not np.array_equal(vector, self.vector):
-            self.values, self.vector = self.read(self.words, letters), np.array(vector)
+            self.values, self.vector = self.read(self.words, letters()), np.array(vector)
         return self.values.copy()
 
 
@@ -197,7 +197,7 @@ def _velocity(model, layout, source, moments):
     def velocity(vector, t, state):
         current = layout.unpack(vector)
         letters = layout.letters(current)
-        coefficients = source.coefficients(moments(vector, letters), t=t, state=state)
+        coefficients = source.coefficients(moments(vector, lambda: letters), t=t, state=state)
         return layout.pack(definition.matrices.factor_velocities(model, current, coefficients, letters))
 
     return velocity
@@ -274,7 +274,7 @@ def run(
         return evaluate(vector, t, current[0])
 
     def advance(t, vector):
-        current[0] = source.advanced(moments(vector, layout.letters(layout.unpack(vector))), current[0])
+        current[0] = source.advanced(moments(vector, lambda: layout.letters(layout.unpack(vector))), current[0])
 
     result = integrate(
         velocity,
