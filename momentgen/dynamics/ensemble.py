@@ -79,8 +79,8 @@ _PROBLEMS = {}  # this process's `Problem` of the ensemble it is drawing (`_prob
 
 def _problem(config_raw, source, kappa, times):
     """The `Problem` of a draw task, built once per process and ensemble, not once per draw (its parsing and its
-    coefficients' program were a fifth of an untied draw's cost at n = 128); only the latest is kept. A draw changes
-    nothing in it: each run starts its own `CoefficientSource` on its branch."""
+    coefficients' program cost about as much as a small draw's flow); only the latest is kept. A draw changes nothing
+    in it: each run starts its own `CoefficientSource` on its branch."""
     key = (json.dumps(config_raw, sort_keys=True, default=repr), source, float(kappa), tuple(np.asarray(times, float)))
     if key not in _PROBLEMS:
         _PROBLEMS.clear()
