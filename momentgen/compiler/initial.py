@@ -171,7 +171,7 @@ def flat_rotation(n, rng):
     return rows[:, rng.permutation(n)]
 
 
-def law_factors(model, specs, n, seed=0, data=ISOTROPIC, flat=False):
+def law_factors(model, specs, n, seed=0, data=ISOTROPIC, flat=False, spectrum=None):
     """Deterministic n-dimensional factors whose letters follow the d = ∞ initial law.
 
     Singular values at the quantiles of each Gaussian factor's limiting law (squares of
@@ -182,11 +182,15 @@ def law_factors(model, specs, n, seed=0, data=ISOTROPIC, flat=False):
     mass on each basis direction — each eigen-direction of a diagonal Σ — is exact (an ensemble of draws then
     fluctuates less: the risk of a Gaussian student against a power-law Σ by 1.2–2.5× at n = 64–128). A kind with a
     mean gets each Gaussian index centred (`KindLaws.centred`: Tr(Σ M_k) = 0, the mean being the d = ∞ variable m).
+    ``spectrum``: Σ's n eigenvalues in this draw (default: its law's midpoint quantiles,
+    `DataCovariance.law_eigenvalues`; an ensemble's draws pass `DataCovariance.stratified_eigenvalues`), which an
+    aligned index's letters and the centring read; the flow must run with the same Σ.
     """
     rng = np.random.default_rng(seed)
     specs = _complete(model, specs)
     left = flat_rotation if flat else _haar
-    sigma = data.law_power(n, 1.0) if model.sigma else None
+    spectrum = data.law_eigenvalues(n) if spectrum is None else np.asarray(spectrum, float)
+    sigma = np.diag(spectrum) if model.sigma else None
 
     def gaussian(scale, width):
         """n × width with G Gᵀ at the free Poisson quantiles (rate width/n, jump scale²)."""
@@ -204,8 +208,8 @@ def law_factors(model, specs, n, seed=0, data=ISOTROPIC, flat=False):
             )
         if spec.kind == "identity":
             factors.append(model.definition.matrices.identity_factor(spec.c, n))
-        elif spec.kind == "aligned":  # c Σ^b of Σ at the law's n quantiles (`data.DataCovariance.power`)
-            factors.append(model.definition.matrices.aligned_factor(spec.c, data.law_power(n, spec.exponent / 2)))
+        elif spec.kind == "aligned":  # c Σ^b of this draw's Σ
+            factors.append(model.definition.matrices.aligned_factor(spec.c, np.diag(spectrum ** (spec.exponent / 2))))
         else:
             laws = model.definition.laws
             factors.append(laws.centred(laws.law_factor(spec, n, rng, gaussian), sigma))

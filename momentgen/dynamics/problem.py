@@ -183,27 +183,29 @@ class Problem:
         initial = partial(self.initial_moments, program.word_codes)  # computed only by a kind with a mean
         return truncation.mean.fast_phase(truncation, initial, self.integrate.fast_T)
 
-    def matrix_flow(self, factors, means=None, spectra=None, stepper=None):
+    def matrix_flow(self, factors, means=None, spectra=None, stepper=None, sigma=None):
         """``factors`` moved by the kind's matrix flow with the theory's coefficients (starting on the
         branch ``means``), the reported words read as ``(1/d) Tr`` on `times` (and the ``spectra`` of
         `momentgen.setting.flow.run`): a `momentgen.setting.flow.FlowRun`. ``stepper``: the ``method``, ``rtol`` and
         ``atol`` of a state that is not commuting (default DOP853 at the engine's tolerances;
-        `momentgen.setting.flow.CHEBYSHEV`)."""
+        `momentgen.setting.flow.CHEBYSHEV`). ``sigma``: the run's Σ (default `sigma_of` the factors)."""
         return run_flow(
             self.model, factors, self.source(means), times=self.times, codes=self.word_codes, texts=self.words,
-            spectra=spectra, sigma=self.sigma_of(factors), dense_stepper=stepper,
+            spectra=spectra, sigma=self.sigma_of(factors) if sigma is None else sigma, dense_stepper=stepper,
         )  # fmt: skip
 
-    def law_run(self, factors, means=None, seed=0, spectra=None, stepper=None):
+    def law_run(self, factors, means=None, seed=0, spectra=None, stepper=None, sigma=None):
         """The matrix model's run from finite ``factors``: their matrix flow (`matrix_flow` with ``stepper``), or with
         κ > 0 the stochastic matrix model of the finite-learning-rate term with noise seed ``seed``
-        (`momentgen.setting.flow.run_stochastic`; no spectra)."""
+        (`momentgen.setting.flow.run_stochastic`; no spectra). ``sigma``: the draw's Σ (default `sigma_of` the
+        factors: Σ's law at its midpoint quantiles)."""
+        sigma = self.sigma_of(factors) if sigma is None else sigma
         if self.kappa > 0:
             return run_stochastic(
                 self.model, factors, self.source(means), times=self.times, codes=self.word_codes, texts=self.words,
-                seed=seed, sigma=self.sigma_of(factors),
+                seed=seed, sigma=sigma,
             )  # fmt: skip
-        return self.matrix_flow(factors, means, spectra=spectra, stepper=stepper)
+        return self.matrix_flow(factors, means, spectra=spectra, stepper=stepper, sigma=sigma)
 
     def source(self, means=None):
         """The theory's `CoefficientSource` for the flow engine, starting on the branch ``means``."""

@@ -198,3 +198,20 @@ def test_a_configured_untied_mean_is_read_against_sigma():
     d = 200
     U, V = sample_factors(model, {1: InitSpec(), 2: InitSpec(mean=1.0)}, d, 0, data=POWER)[1]
     assert np.trace(POWER.matrix(d) @ U @ V.T) / np.sqrt(d) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_a_draws_sigma_spectrum_is_the_one_its_letters_read():
+    """`law_factors(spectrum=…)` (an ensemble draw's stratified Σ): an aligned teacher c Σ^b is c·diag(spectrum^b)
+    exactly (tied: W = √c Σ^{b/2}, so S = c Σ^b; computed by hand, asserted to 1e-14), and an untied draw is
+    centred against that Σ, Tr(diag(spectrum) U Vᵀ) = 0 (asserted 1e-12), not against the midpoint quantiles' Σ,
+    where its trace is O(1) off (asserted above 1e-3) — the flow runs with the draw's Σ, so both must read it."""
+    n = 16
+    spectrum = POWER.stratified_eigenvalues(n, np.random.default_rng(5))
+    tied = Model("tied", 2, [1], sigma=True)
+    teacher = law_factors(tied, {1: InitSpec(), 2: InitSpec(kind="aligned", c=1.3, exponent=0.5)}, n, 0, POWER,
+                          spectrum=spectrum)[1]  # fmt: skip
+    np.testing.assert_allclose(teacher @ teacher.T, 1.3 * np.diag(spectrum**0.5), atol=1e-14)
+    untied = Model("untied", 2, [1], sigma=True)
+    for U, V in law_factors(untied, {1: InitSpec(), 2: InitSpec(mean=1.0)}, n, 0, POWER, flat=True, spectrum=spectrum):
+        assert abs(np.trace(np.diag(spectrum) @ U @ V.T)) <= 1e-12
+        assert abs(np.trace(POWER.law_power(n, 1.0) @ U @ V.T)) > 1e-3

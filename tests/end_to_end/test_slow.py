@@ -224,14 +224,15 @@ def _extrapolated_risk(raw, draws):
 
 def test_a_gaussian_student_against_a_power_law_sigma_over_decades():
     """Issue 48: tied mse(h1), power-law Σ (a = 2), a Gaussian student, teacher 1.2 Σ^{1/2}, t ∈ [0.1, 50] (risk 0.7
-    → 3e-4). The vouching whole-curve closure (the matrix-model ensemble `GENERIC_SIGMA_ENSEMBLE`, about 2 s) against
-    the d → ∞ curve: finite-d flows of Gaussian students at d = 100 / 200 / 400 (32 / 16 / 8 seeds), extrapolated
-    linearly in 1/d by weighted least squares (standard error 0.15–0.36 % of the risk). Measured: the ensemble is
-    ≤ 2.11 % off at every t, the worst at t = 50 (2.08 % with the draws at rtol 3e-4; 0.96–2.30 % over 8 sets of
-    seeds measured before), its relative risk estimate 1.2–6.0 % and ≥ 1.58× the error at every t (≥ 1.87× over
-    those sets). Asserted: off by ≤ 2 % + 3 standard errors of the
-    reference at every t, the estimate not below the error less 3 standard errors, status ok. About 3 minutes on 2
-    cores."""
+    → 3e-4). The vouching whole-curve closure (the matrix-model ensemble `GENERIC_SIGMA_ENSEMBLE`, Σ sampled by
+    quantile strata in each draw; about 2.4 s) against the d → ∞ curve: finite-d flows of Gaussian students at
+    d = 100 / 200 / 400 / 800 (32 / 16 / 8 / 4 seeds), extrapolated linearly in 1/d by weighted least squares (3
+    standard errors 0.4–1.1 % of the risk; without d = 800 the extrapolation sat up to 0.8 % lower late, where the
+    flows at d = 400 and 800 agree). Measured: the ensemble is ≤ 1.46 % off at every t (the worst at t = 50), its
+    relative risk estimate 1.5–5.0 % and ≥ 3.3× the error at every t; over 8 other sets of 8 draws 0.8–2.9 % off at
+    worst (7 of them within 2 %; scatter 1.4 % at t = 50: a statistical estimate). Asserted: off by ≤ 2 % + 3
+    standard errors of the reference at every t, the estimate not below the error less 3 standard errors, status
+    ok. About 6 minutes on 2 cores."""
     from momentgen.dynamics.closures import GENERIC_SIGMA_ENSEMBLE, solve_with_closure
     from tests.helpers import sigma_config
 
@@ -242,7 +243,7 @@ def test_a_gaussian_student_against_a_power_law_sigma_over_decades():
         integrate={"T": 50.0, "points": 31, "grid": "log", "log_first": 0.1, "validity_tol": 0.02},
     )
     result = solve_with_closure(config)
-    reference, noise = _extrapolated_risk(config.raw, {100: 32, 200: 16, 400: 8})
+    reference, noise = _extrapolated_risk(config.raw, {100: 32, 200: 16, 400: 8, 800: 4})
     error = np.abs(np.asarray(result.derived["risk"]) / reference - 1)
     estimate = np.array(result.error_series["risk_relative"], float)
     later = result.t >= 0.1
@@ -285,15 +286,18 @@ def test_the_ensemble_vouches_for_a_gaussian_student_against_sigma_in_the_kinds_
 def test_the_ensemble_vouches_for_an_untied_gaussian_student_and_teacher_against_sigma():
     """Issue 48, the untied kind: fig. 3's h1 (Gaussian student and teacher, no mean) against a power-law Σ (a = 0.5),
     τ ∈ [0.05, 5] (risk 0.8 → 8e-5). The vouching ensemble — its draws centred, Tr(Σ M) = 0 as at d = ∞
-    (`UntiedLaws.centred`) — against finite-d flows of Gaussian draws with ``mean = 0`` (shifted to Tr(Σ M) = 0 too:
-    a draw's own Tr(Σ M) is a finite-d offset the slaving bias holds, which 1/d extrapolates away only slowly) at
-    d = 128 / 256 / 512 (16 / 8 / 8 seeds), extrapolated in 1/d (3 standard errors: 1.0–3.1 % of the risk to τ = 1.4,
-    7 % at τ = 5). Measured: 0.3–2.8 % off for τ ≤ 1.4, then 4.1 / 11 / 22 % low at τ = 2.2 / 3.3 / 5 (the n = 128
-    bias: the flows themselves still rise from d = 256 to 512 there); the relative risk estimate 6.4–52 % and ≥ 2.4×
-    the error at every τ (uncentred draws were 4.2× off at τ = 5). Asserted: the estimate vouched for (a statistical
-    bound; the status is partial — the words' estimate, 6.3 % at τ = 0, passes validity_tol = 0.02 from the start,
-    the risk's 10 % at τ = 0.62), off by ≤ 2 % + 3 standard errors to τ = 1.5, the estimate not below the error less
-    3 standard errors at every τ. About 6 minutes on 2 cores."""
+    (`UntiedLaws.centred`), Σ sampled by quantile strata — against finite-d flows of Gaussian draws with
+    ``mean = 0`` (shifted to Tr(Σ M) = 0 too: a draw's own Tr(Σ M) is a finite-d offset the slaving bias holds,
+    which 1/d extrapolates away only slowly) at d = 128 / 256 / 512 (16 / 8 / 8 seeds), extrapolated in 1/d (3
+    standard errors: 1.0–3.1 % of the risk to τ = 1.4, 7 % at τ = 5). Measured: +0.8–6.6 % off to τ = 1.4, +8.8 /
+    +13 / +15 % at τ = 2.2 / 3.3 / 5; the relative risk estimate 7.3–24 % and ≥ 1.6× the error at every τ. These
+    draws are a statistical estimate, and this set of seeds sits high: over 8 other sets of 8 draws the error at
+    τ = 0.62 scatters by 1.1 % about +0.3 %, at τ = 5 by 8 % about −3 %. With the midpoint quantiles of Σ (before)
+    every set was low late, 21 % at τ = 5 over 32 draws — as low as the d = 128 flows: the lowest quantile bin's
+    midpoint misrepresents Σ's edge. Asserted: the estimate vouched for (a statistical bound; the status is partial
+    — the words' estimate, 7.3 % at τ = 0, passes validity_tol = 0.02 from the start), off by ≤ 2 % + 3 standard
+    errors of the reference and the ensemble together at every τ, the estimate not below the error less 3 standard
+    errors of the reference. About 6 minutes on 2 cores."""
     from momentgen.dynamics.closures import GENERIC_SIGMA_ENSEMBLE, solve_with_closure
     from momentgen.setting.config import load_config, parse_config
 
@@ -306,9 +310,10 @@ def test_the_ensemble_vouches_for_an_untied_gaussian_student_and_teacher_against
     result = solve_with_closure(parse_config(raw))
     centred = {**raw, "init": {k: {**spec, "mean": 0.0} for k, spec in raw["init"].items()}}
     reference, noise = _extrapolated_risk(centred, {128: 16, 256: 8, 512: 8})
-    error = np.abs(np.asarray(result.derived["risk"]) / reference - 1)[1:]
+    risk = np.asarray(result.derived["risk"])
+    error = np.abs(risk / reference - 1)[1:]
     estimate = np.array(result.error_series["risk_relative"], float)[1:]
-    early = result.t[1:] <= 1.5
+    own = 3 * np.asarray(result.error_series["risk_standard_error"]) / risk
     assert result.estimate_is_bound, result.message
-    assert np.all(error[early] <= 0.02 + noise[1:][early]), (error, noise)
+    assert np.all(error <= 0.02 + np.hypot(noise, own)[1:]), (error, noise, own)
     assert np.all(estimate >= error - noise[1:]), (estimate, error)

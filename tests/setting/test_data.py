@@ -85,6 +85,52 @@ def test_power_law_moments_and_finite_spectrum():
         assert np.mean(values**p) == pytest.approx(data.moment(p), rel=1e-4)
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        DataCovariance("power-law", 0.5),
+        DataCovariance("power-law", 2.0),
+        DataCovariance("from-file", values=tuple(np.linspace(0.2, 1.8, 40) ** 2)),
+    ],
+    ids=["power-law 0.5", "power-law 2", "from-file"],
+)
+def test_stratified_eigenvalues_draw_each_quantile_bin_once(data):
+    """`stratified_eigenvalues`: the i-th of n lies in the law's i-th quantile bin [Q(i/n), Q((i + 1)/n)] (Q the
+    quantile function: (1 + a)u^a, or the file's sorted eigenvalues as a step function), and `bin_means` is each
+    one's expectation — against Q integrated over the bin by a 20 000-point midpoint rule per bin (measured 3.2e-8
+    relative at a = 0.5, where u^a is not smooth at u = 0; tolerance 1e-6; the step function is exact)."""
+    n, ordered = 12, np.sort(data.values or [0.0])
+
+    def quantile(u):
+        if data.covariance == "power-law":
+            return (1 + data.exponent) * u**data.exponent
+        return ordered[np.minimum((u * len(ordered)).astype(int), len(ordered) - 1)]
+
+    draw = data.stratified_eigenvalues(n, np.random.default_rng(3))
+    edges = np.arange(n + 1) / n
+    assert np.all(draw >= quantile(edges[:-1]) - 1e-15) and np.all(draw <= quantile(edges[1:] - 1e-12) + 1e-15)
+    fine = (np.arange(20000) + 0.5) / 20000
+    by_rule = np.array([quantile(lo + (hi - lo) * fine).mean() for lo, hi in zip(edges[:-1], edges[1:])])
+    assert np.allclose(data.bin_means(n), by_rule, rtol=1e-6)
+
+
+def test_stratified_spectra_average_to_the_law_where_midpoint_quantiles_do_not():
+    """Over draws, a linear statistic of `stratified_eigenvalues` averages to the law's own value: τ(Σ^p) =
+    (1 + a)^p/(1 + ap) (`moment`, closed form), here at n = 8 for a = 0.5 and p ∈ {1, 2, −1} (p = −1 reads the lower
+    edge). Measured over 4 000 draws: within 0.25 standard errors; asserted within 4. The midpoint quantiles
+    (renormalised to τ(Σ) = 1) are off for p = −1 by 10 %, 16 of those standard errors (asserted: more than 10): that
+    edge bias is what an ensemble's draws avoid."""
+    data, n = DataCovariance("power-law", 0.5), 8
+    rng = np.random.default_rng(0)
+    draws = np.array([data.stratified_eigenvalues(n, rng) for _ in range(4000)])
+    for p in (1.0, 2.0, -1.0):
+        statistic = (draws**p).mean(axis=1)
+        standard_error = statistic.std(ddof=1) / np.sqrt(len(statistic))
+        assert abs(statistic.mean() - data.moment(p)) <= 4 * standard_error, p
+    midpoint = np.mean(data.law_eigenvalues(n) ** -1.0)
+    assert abs(midpoint - data.moment(-1.0)) > 10 * ((draws**-1.0).mean(axis=1).std(ddof=1) / np.sqrt(4000))
+
+
 def test_exact_initial_moments_with_sigma_match_large_matrices():
     """Σ free from Gaussian students, aligned letters c Σ^b on Σ's component: the planar sum with faces at τ(Σ^e)
     against finite matrices at d = 1000 (fluctuations O(1/d): measured ≤ 0.0056 over seeds 0–2; tolerance 0.02)."""
