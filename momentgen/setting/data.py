@@ -122,12 +122,17 @@ class DataCovariance:
         over its bin (exact: a power law's in closed form, a file's step function by its partial sums)."""
         return n * np.diff(self._quantile_integral(np.arange(n + 1) / n))
 
+    @cached_property
+    def _ascending(self):
+        """A from-file Σ's eigenvalues, sorted (its quantile function is this step function)."""
+        return np.sort(np.asarray(self.values, float))
+
     def _quantile(self, u):
         """The law's quantile function at ``u`` ∈ [0, 1): the eigenvalue below which a fraction u of them lie."""
         if self.covariance == "power-law":
             return (1 + self.exponent) * u**self.exponent
         if self.covariance == "from-file":
-            values = np.sort(np.asarray(self.values, float))
+            values = self._ascending
             return values[np.minimum((u * len(values)).astype(int), len(values) - 1)]
         return np.ones_like(u)
 
@@ -136,7 +141,7 @@ class DataCovariance:
         if self.covariance == "power-law":
             return x ** (1 + self.exponent)
         if self.covariance == "from-file":
-            values = np.sort(np.asarray(self.values, float))
+            values = self._ascending
             count = len(values)
             whole = np.minimum((x * count).astype(int), count)
             partial = np.concatenate([[0.0], np.cumsum(values)])[whole]
