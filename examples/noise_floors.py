@@ -9,12 +9,14 @@ d = 200 (several seeds, the risk measured on fresh samples):
    constant vs cosine vs warm-up/stable/decay (WSD) vs power (1 − v)² at an equal number of samples (nominal
    t = 4nη_eff/d ∈ [0, 10]), plain SGD and heavy ball β = 0.9 at the same κ_eff = ηd/((1 − β)B);
 2. a power-law Σ (the shipped `scaling_law` case, a = 1) with σ = 0.5 at peak κ = 0.05 (at 0.2 its largest
-   directions are at the stability edge): constant vs WSD;
+   directions are at the stability edge): constant vs WSD, the theory an ensemble of 8 stochastic matrix models of
+   n = 128 (one draw's risk wanders by a few per cent at the floor: its own noise, which SGD's seeds average away);
 3. the floor's dependence on κ and σ on MATH.md §13's solvable case (tied, L = 1, mse(h1), teacher I), against the
    closed form Φ₀(∞) = 4κσ²/(1 − 4κ).
 
 Writes ``OUT/noise_floors.png`` (and ``.svg``, ``.pdf``), ``OUT/noise_floors.csv`` (every excess-risk curve),
-``OUT/noise_floors_table.csv`` (final excess risks with standard errors; the floors) and ``OUT/noise_floors.json``
+``OUT/noise_floors_table.csv`` (final excess risks with standard errors — SGD's over seeds, an ensemble's over its
+draws; the floors) and ``OUT/noise_floors.json``
 (all numbers, run times, provenance). Run: ``python examples/noise_floors.py --out out/examples`` (about 12 min on
 2 cores; ``--quick`` for a 2-minute smoke run at smaller sizes).
 """
@@ -38,7 +40,7 @@ SCHEDULES = {
     "power (1 − v)²": {"schedule": "power", "warmup": 0.1, "exponent": 2.0},
 }
 MOMENTA = (0.0, 0.9)
-SIGMA_CASE = {"kappa": 0.05, "noise": 0.5, "schedules": ("constant", "WSD")}
+SIGMA_CASE = {"kappa": 0.05, "noise": 0.5, "schedules": ("constant", "WSD"), "size": 128, "draws": 8}
 FLOOR_KAPPAS, FLOOR_SIGMAS = (0.025, 0.05, 0.1), (0.5, 1.0)
 
 
@@ -60,7 +62,11 @@ def cases(seeds, quick):
     sigma = load_config(
         "scaling_law",
         loss={"noise": SIGMA_CASE["noise"]},
-        truncation={"closure": "matrix-model", "size": 50 if quick else 100},
+        truncation={
+            "closure": "matrix-model",
+            "size": 32 if quick else SIGMA_CASE["size"],
+            "draws": 4 if quick else SIGMA_CASE["draws"],
+        },
         integrate={"T": 4.0 if quick else 10.0, "points": 9 if quick else 21, "finite_lr": True},
         sgd={"d": 200, "batch": 64},
     )
@@ -106,6 +112,7 @@ def run(seeds, quick):
             "case": label,
             "t": theory["t"],
             "theory": theory["derived"]["excess_risk"],
+            "theory_se": theory_standard_error(theory),
             "theory_status": theory["status"],
             "theory_message": theory["message"],
             "sgd": excess.mean(0).tolist(),
@@ -119,15 +126,25 @@ def run(seeds, quick):
     return out
 
 
+def theory_standard_error(theory):
+    """An ensemble's standard error of the risk over its draws (`Result.error_series`), so of the excess risk; None
+    for one draw, whose own noise is not measured."""
+    return theory["error_series"].get("risk_standard_error")
+
+
 def final_rows(results):
-    """The final excess risk per case (theory; SGD ± its SE over seeds), the floor cases as the late-time mean."""
+    """The final excess risk per case (theory ± an ensemble's SE over draws; SGD ± its SE over seeds), the floor
+    cases as the late-time mean; their gap in standard errors of the two together (SGD's alone for one draw)."""
     rows = []
     for r in results.values():
         late = slice(len(r["t"]) // 2, None) if r["group"] == "floor" else slice(-1, None)
         theory, sgd = float(np.mean(r["theory"][late])), float(np.mean(r["sgd"][late]))
         se = float(np.mean(r["sgd_se"][late]))
-        row = {"group": r["group"], "case": r["case"], "excess_theory": theory, "excess_sgd": sgd, "sgd_se": se,
-               "sgd_minus_theory_in_se": (sgd - theory) / se if se > 0 else float("nan"),
+        theory_se = None if r["theory_se"] is None else float(np.mean(r["theory_se"][late]))
+        both = float(np.hypot(se, theory_se or 0.0))
+        gap = (sgd - theory) / both if both > 0 else float("nan")
+        row = {"group": r["group"], "case": r["case"], "excess_theory": theory, "theory_se": theory_se,
+               "excess_sgd": sgd, "sgd_se": se, "sgd_minus_theory_in_se": gap,
                "theory_status": r["theory_status"]}  # fmt: skip
         if r["group"] == "floor":
             row["closed_form"] = closed_form_floor(r["kappa_eff"], r["noise"])
@@ -139,15 +156,20 @@ def write(out, results, rows, args):
     out.mkdir(parents=True, exist_ok=True)
     write_csv(
         out / "noise_floors.csv",
-        ["group", "case", "t", "excess_theory", "excess_sgd", "excess_sgd_se"],
+        ["group", "case", "t", "excess_theory", "excess_theory_se", "excess_sgd", "excess_sgd_se"],
         [
             [r["group"], r["case"], *v]
             for r in results.values()
-            for v in zip(r["t"], r["theory"], r["sgd"], r["sgd_se"])
+            for v in zip(r["t"], r["theory"], r["theory_se"] or [""] * len(r["t"]), r["sgd"], r["sgd_se"])
         ],
     )
-    columns = ["group", "case", "excess_theory", "excess_sgd", "sgd_se", "sgd_minus_theory_in_se", "closed_form"]
-    write_csv(out / "noise_floors_table.csv", columns, [[row.get(c, "") for c in columns] for row in rows])
+    columns = ["group", "case", "excess_theory", "theory_se", "excess_sgd", "sgd_se", "sgd_minus_theory_in_se",
+               "closed_form"]  # fmt: skip
+    write_csv(
+        out / "noise_floors_table.csv",
+        columns,
+        [["" if row.get(c) is None else row[c] for c in columns] for row in rows],
+    )
     data = {"summary": rows, "args": vars(args), "runs": results}
     figures.save(
         figure(data),
@@ -201,11 +223,14 @@ def main():
     results = run(args.seeds, args.quick)
     rows = final_rows(results)
     write(out, results, rows, args)
-    print(f"{'group':22s} {'case':22s} {'theory':>9s} {'SGD':>9s} {'± SE':>8s} {'(SGD-th)/SE':>11s} {'closed':>8s}")
+    print(f"{'group':22s} {'case':22s} {'theory':>9s} {'± SE':>8s} {'SGD':>9s} {'± SE':>8s} {'(SGD-th)/SE':>11s} "
+          f"{'closed':>8s}")  # fmt: skip
     for row in rows:
         closed = f"{row['closed_form']:8.4f}" if "closed_form" in row else " " * 8
-        print(f"{row['group']:22s} {row['case']:22s} {row['excess_theory']:9.4f} {row['excess_sgd']:9.4f} "
-              f"{row['sgd_se']:8.4f} {row['sgd_minus_theory_in_se']:11.1f} {closed}")  # fmt: skip
+        gap, theory_se = row["sgd_minus_theory_in_se"], row["theory_se"]
+        theory_se = "one draw" if theory_se is None else f"{theory_se:8.4f}"
+        print(f"{row['group']:22s} {row['case']:22s} {row['excess_theory']:9.4f} {theory_se:>8s} "
+              f"{row['excess_sgd']:9.4f} {row['sgd_se']:8.4f} {gap:11.1f} {closed}")  # fmt: skip
     print(f"wrote {out / 'noise_floors.png'}, .svg, .pdf, .csv, _table.csv and .json")
 
 
