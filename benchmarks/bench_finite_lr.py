@@ -2,11 +2,12 @@
 Gaussian student against a power-law Σ and on tied softmax with L = 3).
 
 The stochastic matrix model (`momentgen.setting.flow.run_stochastic`: Euler drift, each noise increment split over two
-steps, two-point noise entries, steps that follow t and the drift's stiffness, the words over fixed letters measured
-once) against, in the same run, the baseline — the same model stepped as before: Heun's drift with the noise at the
-step's start, Gaussian noise entries, a fixed step 2e-3 on the kind's axis (`fixed_step` below, kept here only as the
-baseline). Same factors, same source, one noise draw each (the noises differ, so the
-curves agree only to the model's own draw-to-draw spread, printed beside them).
+steps, two-point noise entries, steps that follow t and the drift's stiffness — equal between output times, each
+increment carrying κ's mean over the window it acts in —, the words over fixed letters measured once) against, in the
+same run, the baseline — the same model stepped as before: Heun's drift with the noise at the step's start, Gaussian
+noise entries, a fixed step 2e-3 on the kind's axis (`fixed_step` below, kept here only as the baseline). Same
+factors, same source, one noise draw each (the noises differ, so the curves agree only to the model's own draw-to-draw
+spread, printed beside them).
 
 1. Tied mse(h1), power-law Σ a = 2, a Gaussian student (n = 200, Haar), teacher 1.2 Σ^{1/2}, κ = 0.05, t ∈ [0, 50]
    (log grid from 0.1): the issue's case.

@@ -455,12 +455,12 @@ class _NoisySteps:
         return self.layout.pack(self.definition.matrices.noise_increments(self.model, factors, H))
 
     def advance_to(self, end):
-        """Step to time ``end`` exactly, in equal steps: the time left is cut into as many steps as the largest
-        allowed one needs. A last step shorter or longer than the others would leave the recorded state off its
-        stationary law: its half of a fresh increment and the pending half of the one before no longer balance (on a
-        linear mode of rate λ a last step h' after steps h moves the variance by 2λ(h − h')(3/4 − λh'/2) of itself,
-        +58 % at hλ = 1.25, h' = h/2; `_equal_steps`). Each increment carries κ's mean over the half-step-shifted
-        window it acts in (`_split_kappa`)."""
+        """Step to time ``end`` exactly, in equal steps: at each step the time left is cut into as many steps as the
+        largest allowed one needs (equal unless that limit moves within the interval). A last step shorter or longer
+        than the others would leave the recorded state off its stationary law: its half of a fresh increment and the
+        pending half of the one before no longer balance (on a linear mode of rate λ a last step h' after steps h
+        moves the variance by 2λ(h − h')(3/4 − λh'/2) of itself, +58 % at hλ = 1.25, h' = h/2; `_equal_steps`). Each
+        increment carries κ's mean over the half-step-shifted window it acts in (`_split_kappa`)."""
         while self.t < end:
             velocity, kappa = self._velocity_and_noise()
             growth = STEP_GROWTH * self._scale()
