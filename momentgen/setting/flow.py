@@ -459,7 +459,7 @@ class _NoisySteps:
         largest allowed one needs (equal unless that limit moves within the interval). A last step shorter or longer
         than the others would leave the recorded state off its stationary law: its half of a fresh increment and the
         pending half of the one before no longer balance (on a linear mode of rate λ a last step h' after steps h
-        moves the variance by 2λ(h − h')(3/4 − λh'/2) of itself, +58 % at hλ = 1.25, h' = h/2; `_equal_steps`). Each
+        moves the variance by 2λ(h − h')(3/4 − λh'/2) of itself, +55 % at hλ = 1.25, h' = h/2; `_equal_steps`). Each
         increment carries κ's mean over the half-step-shifted window it acts in (`_split_kappa`)."""
         while self.t < end:
             velocity, kappa = self._velocity_and_noise()
