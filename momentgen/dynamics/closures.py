@@ -31,7 +31,7 @@ import numpy as np
 from ..compiler.hierarchy import build
 from ..compiler.initial import initial_representation, law_factors, layered_index, matrix_moments
 from ..compiler.truncation import RunState, Truncation
-from ..core.errors import ModelError
+from ..core.errors import ModelError, shown
 from ..laws.edge import EDGE_DEPTH, EDGE_STEP
 from ..laws.representation import vector_moments
 from ..models.words import canonical
@@ -200,6 +200,7 @@ class FlowClosure(Closure):
     def solve(self, problem, degree=None, size=None):
         model, integrate, words = problem.model, problem.integrate, problem.words
         label, legs = self.legs(problem, degree, size)
+        legs = legs if problem.estimate else {"fine": legs["fine"]}
         start = time.perf_counter()
         fast = problem.fast_phase()
         means = fast.get("m_star", problem.means)  # the slow phase starts on the slaved branch the fast phase reached
@@ -218,7 +219,7 @@ class FlowClosure(Closure):
                     gap = gap + 3.0 * standard_error[w][:reached]
                 difference = np.maximum(difference, gap / np.maximum(1.0, np.abs(fine.series[w][:reached])))
         estimate = np.maximum.accumulate(difference) + self.floor(problem)
-        bounded, why = self.bounded(problem, runs)
+        bounded, why = self.bounded(problem, runs) if problem.estimate else (None, NO_ESTIMATE)
         if bounded is None:  # nothing to compare with: no estimate at all, and no window
             estimate, bounded = np.full(reached, np.inf), False
         status, message = ("ok" if bounded else "unverified"), f"{label}; estimate: {why}"
@@ -266,6 +267,10 @@ class FlowClosure(Closure):
                 kappa=problem.kappa,
             ),
         )
+
+
+#: A flow closure's estimate when its problem asks for none (`Problem.estimate` False: the reported leg alone).
+NO_ESTIMATE = "none computed (estimate=False: the reported leg alone, without the legs that would check it)"
 
 
 class MatrixModelClosure(FlowClosure):
@@ -623,16 +628,22 @@ def vouching_closure(config, configured):
     return config.replace(truncation={"closure": whole.name, **whole.checked_resolution(config)}), note
 
 
-def solve_with_closure(config, closure=None, degree=None, size=None, factors=None, kappa=None, times=(), spectra=False):
+def solve_with_closure(
+    config, closure=None, degree=None, size=None, factors=None, kappa=None, times=(), spectra=False, estimate=True
+):
     """Solve ``config`` with the named closure (default: ``[truncation] closure``): the run pipeline
     Config → `Problem` → closure → `Result`. ``factors``: start from these finite-d matrices'
     moments instead of the d = ∞ initial law (a from-file init gives its own). ``kappa``: κ = ηd/B
     of the finite-learning-rate term (default `Config.kappa`). ``times``: extra output times in [0, T];
-    ``spectra``: also record the trainable letters' spectra (for `Result.spectrum`).
+    ``spectra``: also record the trainable letters' spectra (for `Result.spectrum`); ``estimate`` False: a flow
+    closure (quadrature, matrix model) runs its reported leg alone — the same curve without the cost of the legs
+    that check it, no estimate, status ``unverified`` (the zero and riccati closures' checks are cheap: kept).
     ``closure``, ``degree`` and ``size`` are validated like the file's ``[truncation]`` keys
     (`Config.replace`)."""
     if closure is not None and closure not in CLOSURES:
         raise ModelError(f"unknown closure {closure!r}: choose one of {', '.join(CLOSURES)}")
+    if not isinstance(estimate, bool):
+        raise ModelError(f"estimate must be True or False, got {shown(estimate)}")
     given = {"closure": closure, "degree": degree, "size": size}
     overrides = {key: value for key, value in given.items() if value is not None}
     config = config.replace(truncation=overrides) if overrides else config
@@ -641,7 +652,8 @@ def solve_with_closure(config, closure=None, degree=None, size=None, factors=Non
     bad = [t for t in times if isinstance(t, bool) or not (isinstance(t, (int, float)) and 0 <= t <= T)]
     if bad:
         raise ModelError(f"output times must be numbers in [0, T = {T:g}], got {bad[0]!r}")
-    result = CLOSURES[name].solve(Problem.from_config(config, factors, kappa=kappa, times=times, spectra=spectra))
+    problem = Problem.from_config(config, factors, kappa=kappa, times=times, spectra=spectra, estimate=estimate)
+    result = CLOSURES[name].solve(problem)
     caveat = momentum_caveat(config, config.sgd_kappa())
     if caveat is not None:
         result.message += f"; {caveat}"

@@ -37,7 +37,8 @@ class Problem:
     ``potential``: built on first use (so that a size guard refuses before any symbolic work),
     then reused by every run of the problem (its compiled integrand, its rule level).
     ``kappa``: κ = ηd/B of the finite-learning-rate term (default `Config.kappa`: 0 unless
-    ``[integrate] finite_lr``).
+    ``[integrate] finite_lr``). ``estimate``: whether a flow closure also runs the legs that only serve its error
+    estimate (False: the reported leg alone, no estimate, status ``unverified``).
     """
 
     config: object
@@ -46,19 +47,20 @@ class Problem:
     kappa: float = None
     output_times: tuple = ()
     spectra: bool = False
+    estimate: bool = True
 
     def __post_init__(self):
         self.kappa = check_kappa(self.config.kappa if self.kappa is None else self.kappa)
 
     @classmethod
-    def from_config(cls, config, factors=None, potential=None, kappa=None, times=(), spectra=False):
+    def from_config(cls, config, factors=None, potential=None, kappa=None, times=(), spectra=False, estimate=True):
         """The problem of ``config``; ``factors`` (finite matrices) override the inits' d = ∞ law — a
         from-file init gives its own (`Config.start_factors`); ``kappa`` overrides `Config.kappa`; ``times``
         are extra output times in [0, T] (e.g. where a spectrum is wanted); ``spectra``: the flow closures
         also record the trainable letters' spectra (`momentgen.setting.spectra`; a matrix model's eigenvalues cost
-        about a second per letter and 51 times at n = 400)."""
+        about a second per letter and 51 times at n = 400); ``estimate``: see the class."""
         factors = config.start_factors() if factors is None else factors
-        return cls(config, factors, potential, kappa, tuple(float(t) for t in times), bool(spectra))
+        return cls(config, factors, potential, kappa, tuple(float(t) for t in times), bool(spectra), estimate)
 
     @cached_property
     def potential(self):

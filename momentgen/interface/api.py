@@ -51,7 +51,16 @@ def _flag(value, name):
 
 
 def solve(
-    config, closure=None, degree=None, size=None, finite_lr=None, times=(), spectra=False, cache=None, **overrides
+    config,
+    closure=None,
+    degree=None,
+    size=None,
+    finite_lr=None,
+    times=(),
+    spectra=False,
+    cache=None,
+    estimate=True,
+    **overrides,
 ):
     """The d = ∞ training curve of a configuration, with how far it can be trusted.
 
@@ -74,6 +83,11 @@ def solve(
         Record the trainable letters' spectra for `Result.spectrum` (quadrature and matrix-model closures).
     cache : bool or path, optional
         A folder of the result store (`momentgen.core.store`; True: the default one): a stored run is read back.
+    estimate : bool, default True
+        False: the quadrature and matrix-model closures run only the leg they report, not those that check it — the
+        same curve without the checking legs' cost (most of it for the quadrature closure's Gauss–Radau and lower
+        orders and for the stochastic model's second noise seed, little for one matrix model's n/2 leg), with no
+        estimate, status ``unverified``, and no switch to a closure that vouches: a sweep's quick look.
     **overrides
         Tables of keys to change, validated like the file's, e.g. ``integrate={"T": 0.5}``.
 
@@ -96,15 +110,17 @@ def solve(
     (3, 9)
     """
     times, spectra = _times(times), _flag(spectra, "spectra")
+    estimate = _flag(estimate, "estimate") is not False
     config = _config(config, overrides, finite_lr)
     arguments = {"closure": closure, "degree": degree, "size": size, "times": list(times), "spectra": spectra}
-    compute = partial(_solve, config, closure, degree, size, times, spectra)
+    arguments |= {} if estimate else {"estimate": False}  # the store's keys of runs with estimates stay as they were
+    compute = partial(_solve, config, closure, degree, size, times, spectra, estimate)
     return stored(cache, "solve", config, arguments, compute, Result.to_store, Result.from_store)
 
 
-def _solve(config, closure, degree, size, times, spectra):
-    result = solve_with_closure(config, closure, degree, size, times=times, spectra=spectra)
-    if closure is not None or degree is not None:
+def _solve(config, closure, degree, size, times, spectra, estimate):
+    result = solve_with_closure(config, closure, degree, size, times=times, spectra=spectra, estimate=estimate)
+    if closure is not None or degree is not None or not estimate:
         return result
     chosen, note = vouching_closure(config, result)
     if note is None:

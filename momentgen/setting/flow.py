@@ -326,7 +326,7 @@ def run_stochastic(model, factors, source, *, times, codes, texts=None, seed=0, 
     covariance κN1 Σ⊗Σ + κN2 with the swap, MATH.md §10). Time is on the kind's axis. A state the source cannot pass,
     or a non-finite one, ends the run with a status."""
     times = np.asarray(times, dtype=float)
-    steps = _NoisySteps(model, _Layout(model, factors, sigma), source, sigma, seed, times[0])
+    steps = _NoisySteps(model, _Layout(model, factors, sigma), source, sigma, seed, times[0], times[-1])
     states, reached, status, message = [steps.factors()], [times[0]], "ok", ""
     try:
         for end in times[1:]:
@@ -376,7 +376,7 @@ class _NoisySteps:
     window its two halves act in (`advance_to`). One evaluation of the coefficients per step, plus the power
     method's."""
 
-    def __init__(self, model, layout, source, sigma, seed, t0):
+    def __init__(self, model, layout, source, sigma, seed, t0, t_end):
         self.model, self.layout, self.source, self.definition = model, layout, source, model.definition
         self.words, self.read = list(source.words), _FixedWordsOnce(trace_moments, layout.fixed_codes)
         self.root = None if sigma is None else frozen(_symmetric_root(np.asarray(sigma, float)).astype(NOISE_PRECISION))
@@ -385,6 +385,7 @@ class _NoisySteps:
         self.n = self.definition.matrices.dimension(layout.factors[0])
         self.trainable = [k - 1 for k in model.trainable]
         self.vector, self.t, self.t0, self.state = layout.pack(layout.factors), float(t0), float(t0), source.state
+        self.t_end = float(t_end)  # the run's last output time: κ is read up to it (`_split_kappa`)
         self._measure()
         self.pending, self.noise, self.direction = None, None, None
         self.radius, self.since_radius, self.count, self.evaluations = None, RHO_EVERY, 0, 0
@@ -465,7 +466,9 @@ class _NoisySteps:
             velocity, kappa = self._velocity_and_noise()
             growth = STEP_GROWTH * self._scale()
             h, last = _equal_steps(end - self.t, min(growth, self._stiff_step(velocity, growth)))
-            fresh = self._increment(_split_kappa(self.source.kappa_at, self.t, h, end) if kappa > 0 else kappa, h)
+            fresh = self._increment(
+                _split_kappa(self.source.kappa_at, self.t, h, self.t_end) if kappa > 0 else kappa, h
+            )
             pending = fresh if self.pending is None else self.pending
             self.vector = self.vector + h * velocity + 0.5 * (pending + fresh)
             self.pending, self.t, self.count = fresh, end if last else self.t + h, self.count + 1
@@ -477,7 +480,8 @@ class _NoisySteps:
 
 def _split_kappa(kappa_at, t, h, end):
     """The κ an increment drawn over the step [t, t + h] carries: κ's mean (Simpson's rule) over [t + h/2, t + 3h/2],
-    read at ``end`` past it. The increment is applied half in this step and half in the next, so its noise acts on
+    read at ``end`` (the run's last output time) past it — not at the next output time, across which the increment's
+    second half acts on. The increment is applied half in this step and half in the next, so its noise acts on
     average half a step late; centred there, the two halves that make each step's noise carry κ's mean over that
     step. With κ read at the step's start instead, a falling κ (a schedule's decay) left too much noise behind: on a
     linear mode with κ ∝ e^{−t/τ}, h = τ/5, +9 to +11 % on the variance (κ's mean over the step itself: +4 to +5 %;

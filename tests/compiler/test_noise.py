@@ -196,8 +196,8 @@ def sgd_versus_theory(raw, words, kappa, d=200, batch=64, seeds=(0, 1, 2, 3), cl
     paper, corrected = [], []
     for seed in seeds:
         factors = initial_factors(config.model, config.inits(), d, seed)
-        plain = solve_with_closure(config, closure, factors=factors, kappa=0.0)
-        term = solve_with_closure(config, closure, factors=factors, kappa=kappa)
+        plain = solve_with_closure(config, closure, factors=factors, kappa=0.0, estimate=False)
+        term = solve_with_closure(config, closure, factors=factors, kappa=kappa, estimate=False)
         assert {plain.status, term.status} <= set(REACHED), (plain.message, term.message)
         run = sgd(
             config.model,

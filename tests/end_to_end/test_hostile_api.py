@@ -556,12 +556,24 @@ def test_a_bad_number_of_workers_is_named(n_jobs):
         ({"times": [True]}, "output times must be numbers"),
         ({"times": [float("nan")]}, "output times must be numbers"),
         ({"spectra": "yes"}, "spectra must be True, False or None"),
+        ({"estimate": "no"}, "estimate must be True, False or None"),
+        ({"estimate": 0}, "estimate must be True, False or None"),
+        ({"estimate": "x" * 10**5}, r"estimate must be True, False or None, got 'x+… \(100002 characters\)$"),
     ],
 )
 def test_solve_refuses_bad_output_times_and_spectra_flags(kwargs, match):
-    """The new `mg.solve` arguments (issue 28) go through one validation: one-line errors naming them."""
+    """The new `mg.solve` arguments (issue 28; ``estimate``, issue 48) go through one validation: one-line errors
+    naming them, a long value cut."""
     with pytest.raises(MomentgenError, match=match):
         mg.solve("fig4_linear", integrate={"T": 0.02, "points": 3}, **kwargs)
+
+
+@pytest.mark.parametrize("estimate", ["False", None, 1])
+def test_the_engine_refuses_an_estimate_flag_that_is_not_a_bool(estimate):
+    from momentgen.dynamics.closures import solve_with_closure
+
+    with pytest.raises(MomentgenError, match="estimate must be True or False, got"):
+        solve_with_closure(mg.load_config("fig4_linear"), estimate=estimate)
 
 
 @pytest.mark.parametrize(

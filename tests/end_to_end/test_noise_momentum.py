@@ -82,9 +82,9 @@ def sgd_versus_theory(kind, kappa, sigma, beta, d=200, batch=64, T=0.1, seeds=(0
     for seed in seeds:
         factors = initial_factors(config.model, config.inits(), d, seed)
         theory = {
-            "paper": solve_with_closure(config, closure, factors=factors, kappa=0.0),
-            "term": solve_with_closure(config, closure, factors=factors, kappa=kappa),
-            "noiseless term": solve_with_closure(noiseless, closure, factors=factors, kappa=kappa),
+            "paper": solve_with_closure(config, closure, factors=factors, kappa=0.0, estimate=False),
+            "term": solve_with_closure(config, closure, factors=factors, kappa=kappa, estimate=False),
+            "noiseless term": solve_with_closure(noiseless, closure, factors=factors, kappa=kappa, estimate=False),
         }
         t = theory["paper"].t
         run = config_sgd(config, d=d, seed=seed, times=t, words=words, factors=factors, progress=False)
@@ -295,7 +295,7 @@ def test_a_wsd_schedule_predicts_sgd():
     gaps = []
     for seed in raw["sgd"]["seeds"]:
         factors = initial_factors(config.model, config.inits(), 200, seed)
-        theory = solve_with_closure(config, closure, factors=factors, kappa=0.1)
+        theory = solve_with_closure(config, closure, factors=factors, kappa=0.1, estimate=False)
         run = config_sgd(config, d=200, seed=seed, times=theory.t, words=words, factors=factors, progress=False)
         gaps.append([np.asarray(run.series[w]) - theory.series[w] for w in words])
     error = np.abs(np.mean(gaps, axis=0)).max(-1)

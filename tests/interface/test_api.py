@@ -129,6 +129,20 @@ def test_where_no_closure_is_named_the_one_that_vouches_runs():
     assert mg.solve(config, degree=6).closure == "zero"
 
 
+def test_without_an_estimate_the_reported_leg_runs_alone():
+    """``estimate=False``: the matrix model runs its reported leg alone — the curve its estimate comes with, no
+    estimate, status ``unverified``, its one leg named — and `mg.solve` switches to no closure that vouches
+    (fig4_linear's zero closure would give way to the riccati one); the zero closure keeps its cheap check."""
+    config = mg.load_config("fig4_linear", integrate={"points": 6})
+    checked = mg.solve(config, closure="matrix-model", size=32)
+    alone = mg.solve(config, closure="matrix-model", size=32, estimate=False)
+    assert checked.extra["estimate_legs"] == ["coarse", "fine"] and alone.extra["estimate_legs"] == ["fine"]
+    assert np.array_equal(alone.series["S1 S1"], checked.series["S1 S1"]) and checked.error_estimate is not None
+    assert alone.status == "unverified" and alone.error_estimate is None and "estimate=False" in alone.message
+    zero = mg.solve(config, estimate=False)
+    assert zero.closure == "zero" and zero.status == "partial" and zero.valid_until == pytest.approx(0.01)
+
+
 def test_papercuts_of_the_first_hour():
     """Issue 45's papercuts: `momentgen.examples.names()` without importing the submodule; `plot(words="risk")` is
     one column (it was read letter by letter: "no column 'r'"); `q11`/`q12` name the order parameters the figures
