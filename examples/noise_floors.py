@@ -7,18 +7,19 @@ d = 200 (several seeds, the risk measured on fresh samples):
 
 1. `configs/noise_floors.toml` — tied softmax attention, L = 2, σ = 0.3 on each attention entry, peak κ = ηd/B = 0.2:
    constant vs cosine vs warm-up/stable/decay (WSD) vs power (1 − v)² at an equal number of samples (nominal
-   t = 4nη_eff/d ∈ [0, 10]), plain SGD and heavy ball β = 0.9 at the same κ_eff = ηd/((1 − β)B);
+   t = 4nη_eff/d ∈ [0, 10]), plain SGD and heavy ball β = 0.9 at the same κ_eff = ηd/((1 − β)B), the theory an
+   ensemble of 8 stochastic matrix models of n = 100 (`THEORY_DRAWS`);
 2. a power-law Σ (the shipped `scaling_law` case, a = 1) with σ = 0.5 at peak κ = 0.05 (at 0.2 its largest
    directions are at the stability edge): constant vs WSD, the theory an ensemble of 8 stochastic matrix models of
    n = 128 (one draw's risk wanders by a few per cent at the floor: its own noise, which SGD's seeds average away);
 3. the floor's dependence on κ and σ on MATH.md §13's solvable case (tied, L = 1, mse(h1), teacher I), against the
-   closed form Φ₀(∞) = 4κσ²/(1 − 4κ).
+   closed form Φ₀(∞) = 4κσ²/(1 − 4κ) (the theory 8 noise draws of n = 100).
 
 Writes ``OUT/noise_floors.png`` (and ``.svg``, ``.pdf``), ``OUT/noise_floors.csv`` (every excess-risk curve),
 ``OUT/noise_floors_table.csv`` (final excess risks with standard errors — SGD's over seeds, an ensemble's over its
 draws; the floors) and ``OUT/noise_floors.json``
-(all numbers, run times, provenance). Run: ``python examples/noise_floors.py --out out/examples`` (about 12 min on
-2 cores; ``--quick`` for a 2-minute smoke run at smaller sizes).
+(all numbers, run times, provenance). Run: ``python examples/noise_floors.py --out out/examples`` (about 9 min on
+2 cores; ``--quick`` for a 3-minute smoke run at smaller sizes).
 """
 
 import argparse
@@ -40,6 +41,9 @@ SCHEDULES = {
     "power (1 − v)²": {"schedule": "power", "warmup": 0.1, "exponent": 2.0},
 }
 MOMENTA = (0.0, 0.9)
+#: Draws of the stochastic matrix model behind each softmax and floor curve (each its own noise; a Gaussian student's
+#: its own Haar draw): their standard error is the theory's, which one draw does not measure.
+THEORY_DRAWS = 8
 SIGMA_CASE = {"kappa": 0.05, "noise": 0.5, "schedules": ("constant", "WSD"), "size": 128, "draws": 8}
 FLOOR_KAPPAS, FLOOR_SIGMAS = (0.025, 0.05, 0.1), (0.5, 1.0)
 
@@ -53,7 +57,10 @@ def with_kappa(config, kappa, momentum, keys, seeds):
 
 def cases(seeds, quick):
     """{(group, label): Config} of the three questions."""
-    size = {"truncation": {"size": 50}, "integrate": {"T": 4.0, "points": 9}} if quick else {}
+    draws = {"draws": 4 if quick else THEORY_DRAWS}
+    size = (
+        {"truncation": {"size": 50, **draws}, "integrate": {"T": 4.0, "points": 9}} if quick else {"truncation": draws}
+    )
     softmax = load_config(CONFIG, **size)
     out = {}
     for beta in MOMENTA:
@@ -84,7 +91,12 @@ def floor_config(kappa, noise, seeds, quick):
         "model": {"kind": "tied", "L": 1, "K": 2, "trainable": [1]},
         "loss": {"builtin": "mse", "activation": "h1", "noise": noise},
         "init": {"1": {"kind": "identity", "c": 1.0}, "2": {"kind": "identity", "c": 1.0}},
-        "truncation": {"degree": 5, "closure": "matrix-model", "size": 50 if quick else 100},
+        "truncation": {
+            "degree": 5,
+            "closure": "matrix-model",
+            "size": 50 if quick else 100,
+            "draws": 4 if quick else THEORY_DRAWS,
+        },
         "integrate": {"T": 3.0, "points": 31, "finite_lr": True},
         "sgd": {"d": 200, "lr": lr_for_kappa(kappa, 200, 100), "batch": 100, "seeds": list(range(seeds))},
     }

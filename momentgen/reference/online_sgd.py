@@ -398,7 +398,9 @@ def sgd(
         for target in sorted(set(schedule) | set(fast)):
             while step < target and status == "ok":
                 run.lr, run.batch = rates.at(step)
-                if not run.step():
+                with np.errstate(over="ignore", invalid="ignore"):  # a diverging step returns False: stopped here
+                    stepped = run.step()
+                if not stepped:
                     status, message = diverged(step + 1)
                 step += 1
                 bar.update()

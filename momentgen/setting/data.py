@@ -109,13 +109,13 @@ class DataCovariance:
             return self.eigenvalues(n)
         return self._quantile((np.arange(n) + 0.5) / n)
 
-    def stratified_eigenvalues(self, n, rng):
+    def stratified_eigenvalues(self, n, rng, within=None):
         """n eigenvalues, ascending, one drawn uniformly within each of the law's n quantile bins (stratified
         sampling; ``rng``: a numpy Generator). Over draws, a linear statistic (1/n) Σᵢ f(λᵢ) averages to the law's
         own ∫ f exactly, where a midpoint quantile's is off: at a power law's lower edge, which a late risk reads,
         by far more than O(1/n²). The matrix-model ensemble's draws use them (`momentgen.dynamics.ensemble`);
-        `bin_means` are their expectations."""
-        return self._quantile((np.arange(n) + rng.random(n)) / n)
+        `bin_means` are their expectations. ``within``: where in each bin, in [0, 1) (default: uniform draws)."""
+        return self._quantile((np.arange(n) + (rng.random(n) if within is None else within)) / n)
 
     def bin_means(self, n):
         """The expectation of each of the n `stratified_eigenvalues`: n times the integral of the quantile function

@@ -256,15 +256,33 @@ def test_a_draw_task_builds_its_problem_once_per_ensemble():
     assert len(ensemble._PROBLEMS) == 1 and ensemble._problem(raw, None, 0.0, ()) is not first
 
 
+def test_the_draws_of_a_leg_are_a_latin_hypercube_over_sigmas_strata():
+    """In every quantile bin of Σ the 8 draws of a leg (seeds 20–27) fall in 8 distinct eighths of it — one each —
+    while each draw alone is still one uniform point per bin (its positions reproducible, and another leg orders
+    them otherwise)."""
+    from momentgen.dynamics.ensemble import draw_spectrum
+
+    problem = Problem.from_config(sigma_config(data={"exponent": 0.5}))
+    leg, n = (20, 8), 16
+    spectra = np.array([draw_spectrum(problem, n, seed, leg)[0] for seed in range(20, 28)])
+    u = (spectra / 1.5) ** 2 * n - np.arange(n)  # the power law's quantile function inverted: position in each bin
+    assert np.all((u >= 0) & (u < 1))
+    assert all(sorted(column) == list(range(8)) for column in np.floor(u * 8).astype(int).T)
+    assert np.array_equal(spectra[3], draw_spectrum(problem, n, 23, leg)[0])
+    assert not np.array_equal(spectra[3], draw_spectrum(problem, n, 23, (16, 8))[0])
+
+
 def test_an_ensemble_samples_sigma_by_strata_and_so_has_no_edge_bias():
     """The exact commuting case (student 0.5 I, teacher 1.2 Σ^½, power-law Σ with a = ½: each direction of Σ a
     logistic flow, `aligned_tied_average`; the risk is a linear statistic of Σ's spectrum, so its late tail is read
-    at Σ's lower edge). An ensemble of 32 draws of size 8, each with its own stratified Σ (`draw_spectrum`, the edge
-    its control variate), against the exact d = ∞ risk on t ∈ [0.5, 5] (risk 2.6e-2 → 3.3e-5): measured within
-    1.2 of its standard errors (≤ 12 % relative, its standard error 11 % at t = 5); asserted within 3. The midpoint
-    quantiles of one n = 8 model are 46–85 % high for t ≥ 2.6, 6.6–8.5 of those standard errors (asserted: above
-    4 somewhere) — the bias the draws no longer have. A draw's spectrum is reproducible from its seed and its edge
-    control is its smallest eigenvalue less that one's expectation (computed here by hand)."""
+    at Σ's lower edge, and Σ's sampling is all the noise). An ensemble of 32 draws of size 8, its stratified Σ a Latin
+    hypercube over the draws (`draw_spectrum`, the edge the control variate), against the exact d = ∞ risk on
+    t ∈ [0.5, 5] (risk 2.6e-2 → 3.3e-5): measured ≤ 0.68 % relative, 0.063 of its standard error (14 % at t = 5:
+    that of independent draws, an over-estimate under the hypercube); with independent strata per draw 12.5 %, 1.2
+    standard errors. Asserted: within 3 standard errors and 2 % relative. The midpoint quantiles of one n = 8 model
+    are 46–85 % high for t ≥ 2.6, 5.8–8.0 of those standard errors (asserted: above 4 somewhere) — the bias the draws
+    no longer have. A draw's spectrum is reproducible from its seed and its edge control is its smallest eigenvalue
+    less that one's expectation (computed here by hand)."""
     from momentgen.dynamics.ensemble import draw_spectrum, run_ensembles
     from momentgen.evidence.oracles import aligned_tied_average
 
@@ -278,6 +296,7 @@ def test_an_ensemble_samples_sigma_by_strata_and_so_has_no_edge_bias():
     risk, standard_error = theory_risk(problem, run.series), run.info["risk_standard_error"]
     exact = aligned_tied_average(run.t, "risk", 0.5, 0.5, 1.2, 0.5)
     assert np.all(np.abs(risk - exact)[1:] <= 3 * standard_error[1:]), (risk / exact - 1, standard_error / risk)
+    assert np.all(np.abs(risk / exact - 1)[1:] <= 0.02), risk / exact - 1
     midpoint_model = law_factors(problem.model, problem.specs, 8, data=problem.data)
     midpoint = theory_risk(problem, problem.law_run(midpoint_model).series)
     assert np.max(np.abs(midpoint - exact)[1:] / standard_error[1:]) > 4
