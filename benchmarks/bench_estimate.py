@@ -24,11 +24,12 @@ from momentgen.reference import initial_factors
 from momentgen.setting.config import parse_config
 
 REPEAT = pick(3, 1)
+DEGREE = pick(9, 5)
 SOLVABLE = {
     "model": {"kind": "tied", "K": 2, "trainable": [1]},
     "loss": {"builtin": "mse", "activation": "h1"},
     "init": {"1": {"kind": "gaussian"}, "2": {"kind": "identity", "c": 1.0}},
-    "truncation": {"degree": 9, "observables": ["S1 S1", "S1 S2"]},
+    "truncation": {"degree": DEGREE, "observables": ["S1 S1", "S1 S2"]},
     "integrate": {"T": pick(1.0, 0.05), "points": 41},
 }
 
@@ -47,7 +48,9 @@ def cases():
         f"stochastic model of given d = {d} matrices": lambda e: solve_with_closure(
             noisy, "matrix-model", factors=factors, kappa=0.25, estimate=e
         ),
-        "quadrature closure, degree 9": lambda e: solve_with_closure(plain, "quadrature", degree=9, estimate=e),
+        f"quadrature closure, degree {DEGREE}": lambda e: solve_with_closure(
+            plain, "quadrature", degree=DEGREE, estimate=e
+        ),
         f"matrix model n = {pick(400, 32)} from the law": lambda e: solve_with_closure(
             plain, "matrix-model", size=pick(400, 32), estimate=e
         ),
