@@ -11,10 +11,10 @@ Subcommands:
   closure's system, valid in a short window); it names the closure for the whole curve (``riccati``, exact, for one
   trainable tied letter against one fixed letter; else ``quadrature`` or ``matrix-model``);
 * ``momentgen solve CONFIG --json OUT [--degree M] [--closure zero|riccati|quadrature|matrix-model]
-  [--size n] [--draws S] [--finite-lr]``: integrate with the chosen closure at two resolutions
+  [--size n] [--draws S] [--finite-lr] [--no-estimate]``: integrate with the chosen closure at two resolutions
   (degrees M and M − 2; orders n and n − 1; sizes n and n/2, each an ensemble of S draws) and
   write the trajectory, status, error estimate and validity horizon; ``--finite-lr`` adds the
-  finite-learning-rate term at κ = lr·d/batch;
+  finite-learning-rate term at κ = lr·d/batch; ``--no-estimate`` runs the reported resolution alone (no estimate);
 * ``momentgen simulate CONFIG --json OUT [--d D] [--seeds N]``: online SGD on the model's
   time axis (mean and spread over seeds);
 * ``solve``, ``simulate`` and ``compare`` take ``--lr``, ``--batch``, ``--momentum β`` (heavy ball; the theory
@@ -191,7 +191,9 @@ def _cmd_solve(args):
     ensure_outputs(_run_outputs(args.json), config.input_paths())
     start = time.perf_counter()
     # no closure named (--closure, --degree): the one that vouches for the horizon (`momentgen.interface.api.solve`)
-    result = api.solve(config, closure=args.closure, degree=args.degree, cache=args.cache)
+    result = api.solve(
+        config, closure=args.closure, degree=args.degree, cache=args.cache, estimate=not args.no_estimate
+    )
     _write_run(args.json, {**result.to_json(), "provenance": provenance(config)}, result.t,
                {**result.series, **result.derived})  # fmt: skip
     rate = f" with the finite-learning-rate term (kappa = {result.kappa:.3g})" if result.kappa else ""
@@ -476,6 +478,11 @@ def _parser():
         "--finite-lr",
         action="store_true",
         help="add the finite-learning-rate term at kappa = lr*d/batch of [sgd] (as [integrate] finite_lr = true)",
+    )
+    solve.add_argument(
+        "--no-estimate",
+        action="store_true",
+        help="the closure's reported leg alone: the same curve, no estimate (status unverified), no closure switched",
     )
     _sgd_arguments(solve, d=True)
     _cache_argument(solve)

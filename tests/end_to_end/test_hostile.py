@@ -120,6 +120,15 @@ def test_d_zero_on_the_command_line_is_refused(tmp_path, capsys):
     assert exit_info.value.code == 2 and "must be a positive integer" in capsys.readouterr().err
 
 
+def test_a_value_given_to_no_estimate_is_refused(tmp_path, capsys):
+    """``--no-estimate`` is a switch: ``--no-estimate=yes`` is refused in one line, and nothing is written."""
+    path = write_toml(tmp_path / "ok.toml", TIED)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["solve", str(path), "--json", str(tmp_path / "x.json"), "--no-estimate=yes"])
+    assert exit_info.value.code == 2 and "--no-estimate: ignored explicit argument" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_nan_in_a_file_matrix_is_refused(tmp_path):
     W = np.eye(20)
     W[3, 4] = np.nan

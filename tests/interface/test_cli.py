@@ -120,6 +120,14 @@ def test_solve_command_takes_a_closure(tmp_path):
     assert main(["solve", str(path), "--json", str(out), "--closure", "quadrature", "--degree", "9"]) == 0
     data = json.loads(out.read_text())
     assert data["closure"] == "quadrature" and data["size"] == 4 and data["status"] in ("ok", "partial")
+    alone = tmp_path / "alone.json"  # --no-estimate: the reported order alone, the same curve, no estimate
+    assert (
+        main(["solve", str(path), "--json", str(alone), "--closure", "quadrature", "--degree", "9", "--no-estimate"])
+        == 0
+    )
+    quick = json.loads(alone.read_text())
+    assert quick["status"] == "unverified" and quick["error_estimate"] is None, quick["message"]
+    assert quick["series"] == data["series"] and quick["estimate_legs"] == ["fine"]
 
 
 def test_simulate_command(tmp_path):
