@@ -142,22 +142,24 @@ def _draw(config_raw, source, size, seed, means, kappa, times, leg=None):
 
 
 def run_ensembles(problem, legs, means, n_jobs=2):
-    """{leg: its ensemble} for ``legs`` ({leg: (size, seeds)}): the control-variate mean of the matrix models of each
-    size drawn with its seeds, as a `FlowRun` (series: the intercepts on the times every draw of the leg reached;
-    ``info["standard_error"]``: theirs, ``info["risk_standard_error"]``: the risk's, ``info["flat"]``: whether the
-    draws were mixed by flat rotations). Each draw of every leg is one task of a batch over ``n_jobs`` processes —
-    this one among them (`run_tasks` with ``share``: the workers take the tasks from the front, this process from the
-    back, so a worker still starting takes fewer) — largest sizes first, so that no process idles while a leg
-    finishes. A draw that stops ends its ensemble at the time it reached, with its status."""
-    draws = sorted(((size, seed, (seeds[0], len(seeds))) for size, seeds in legs.values() for seed in seeds),
-                   key=lambda x: -x[0])  # fmt: skip
+    """{leg: its ensemble} for ``legs`` ({leg: (size, seeds: a range)}): the control-variate mean of the matrix models
+    of each size drawn with its seeds (a Latin hypercube over Σ's strata per leg: `draw_spectrum`), as a `FlowRun`
+    (series: the intercepts on the times every draw of the leg reached; ``info["standard_error"]``: theirs,
+    ``info["risk_standard_error"]``: the risk's, ``info["flat"]``: whether the draws were mixed by flat rotations).
+    Each draw of every leg is one task of a batch over ``n_jobs`` processes — this one among them (`run_tasks` with
+    ``share``: the workers take the tasks from the front, this process from the back, so a worker still starting
+    takes fewer) — largest sizes first, so that no process idles while a leg finishes. A draw that stops ends its
+    ensemble at the time it reached, with its status."""
+    draws = [(size, seed, (seeds[0], len(seeds))) for size, seeds in legs.values() for seed in seeds]
+    draws.sort(key=lambda draw: -draw[0])
     config = problem.config
     means = None if means is None else np.asarray(means, dtype=float)
     common = (config.raw, config.source)
-    tasks = [(_draw, (*common, size, seed, means, problem.kappa, problem.output_times, leg))
-             for size, seed, leg in draws]  # fmt: skip
-    done = dict(zip([d[:2] for d in draws], run_tasks(tasks, n_jobs=min(n_jobs, len(tasks)), progress=False,
-                                                      share=True)))  # fmt: skip
+    tasks = [
+        (_draw, (*common, size, seed, means, problem.kappa, problem.output_times, leg)) for size, seed, leg in draws
+    ]
+    results = run_tasks(tasks, n_jobs=min(n_jobs, len(tasks)), progress=False, share=True)
+    done = {(size, seed): result for (size, seed, _), result in zip(draws, results)}
     return {name: _ensemble(problem, size, [done[size, s] for s in seeds]) for name, (size, seeds) in legs.items()}
 
 
