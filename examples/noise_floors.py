@@ -8,7 +8,7 @@ d = 200 (several seeds, the risk measured on fresh samples):
 1. `configs/noise_floors.toml` — tied softmax attention, L = 2, σ = 0.3 on each attention entry, peak κ = ηd/B = 0.2:
    constant vs cosine vs warm-up/stable/decay (WSD) vs power (1 − v)² at an equal number of samples (nominal
    t = 4nη_eff/d ∈ [0, 10]), plain SGD and heavy ball β = 0.9 at the same κ_eff = ηd/((1 − β)B), the theory an
-   ensemble of 8 stochastic matrix models of n = 100 (`THEORY_DRAWS`);
+   ensemble of 8 stochastic matrix models of n = 100 (`THEORY_DRAWS`), one run for both β (`theory_key`);
 2. a power-law Σ (the shipped `scaling_law` case, a = 1) with σ = 0.5 at peak κ = 0.05 (at 0.2 its largest
    directions are at the stability edge): constant vs WSD, the theory an ensemble of 8 stochastic matrix models of
    n = 128 (one draw's risk wanders by a few per cent at the floor: its own noise, which SGD's seeds average away);
@@ -23,6 +23,7 @@ draws; the floors) and ``OUT/noise_floors.json``
 """
 
 import argparse
+import json
 import pathlib
 
 import numpy as np
@@ -108,16 +109,27 @@ def closed_form_floor(kappa, noise, c=1.0):
     return 4 * kappa * c * noise**2 / (1 - 4 * kappa * c)
 
 
+def theory_key(config):
+    """What the theory of a case reads: everything but the SGD run's raw step and momentum, which it sees only
+    through κ_eff (MATH.md §14: heavy ball at κ_eff is plain SGD at κ_eff) — the softmax cases with and without
+    momentum share one theory run."""
+    sgd = {k: v for k, v in config.raw.get("sgd", {}).items() if k not in ("lr", "momentum")}
+    return json.dumps({**config.raw, "sgd": sgd}, sort_keys=True, default=repr), round(config.sgd_kappa(), 12)
+
+
 def run(seeds, quick):
-    """Per case: the theory's excess risk and the SGD runs' (one task per seed), all in parallel."""
+    """Per case: the theory's excess risk (one run per `theory_key`) and the SGD runs' (one task per seed), all in
+    parallel."""
     configs = cases(seeds, quick)
-    tasks = [(theory_task, (c.raw, c.source, None, None)) for c in configs.values()]
+    theories = {theory_key(c): c for c in configs.values()}
+    tasks = [(theory_task, (c.raw, c.source, None, None)) for c in theories.values()]
     tasks += [(sgd_task, (c.raw, c.source, c.settings.sgd.d, s)) for c in configs.values() for s in range(seeds)]
     results = run_tasks(tasks)
+    theory_of = dict(zip(theories, results))
     out = {}
     for i, ((group, label), config) in enumerate(configs.items()):
-        theory = results[i]
-        runs = results[len(configs) + i * seeds : len(configs) + (i + 1) * seeds]
+        theory = theory_of[theory_key(config)]
+        runs = results[len(theories) + i * seeds : len(theories) + (i + 1) * seeds]
         excess = np.array([r["excess_risk"] for r in runs])
         out[f"{group} | {label}"] = {
             "group": group,

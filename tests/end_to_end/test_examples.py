@@ -5,6 +5,8 @@ import pathlib
 import runpy
 import sys
 
+import numpy as np
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
@@ -79,3 +81,23 @@ def test_the_readme_indexes_every_shipped_configuration():
     text = (ROOT / "README.md").read_text()
     index = text.split("| config | what it is for |")[1].split("\n\n")[0]
     assert set(re.findall(r"^\| `(\w+)` \|", index, re.M)) == set(names())
+
+
+def test_noise_floors_runs_one_theory_for_the_cases_that_differ_only_in_momentum():
+    """examples/noise_floors.py shares a theory run between plain SGD and heavy ball at the same κ_eff: the theory
+    sees the momentum only through κ_eff (MATH.md §14). Checked on what the theory reads — κ and its profile along
+    the schedule — not on the key itself: the β = 0.9 case's are the β = 0 case's, while another schedule or κ is
+    another key."""
+    from momentgen.dynamics.problem import Problem
+
+    example = runpy.run_path(str(ROOT / "examples" / "noise_floors.py"))
+    configs = example["cases"](2, True)
+    plain, heavy = configs[("softmax, β = 0", "WSD")], configs[("softmax, β = 0.9", "WSD")]
+    assert heavy.settings.sgd.momentum == 0.9 and plain.settings.sgd.momentum == 0.0
+    assert example["theory_key"](plain) == example["theory_key"](heavy)
+    a, b = Problem.from_config(plain), Problem.from_config(heavy)
+    times = np.linspace(0.0, plain.settings.integrate.T, 7)
+    assert np.isclose(a.kappa, b.kappa, rtol=1e-12)
+    assert np.allclose([a.kappa_profile(t) for t in times], [b.kappa_profile(t) for t in times], rtol=1e-12)
+    keys = {example["theory_key"](c) for c in configs.values()}
+    assert len(keys) == len(configs) - len(example["SCHEDULES"])
