@@ -36,7 +36,7 @@ from ..laws.edge import EDGE_DEPTH, EDGE_STEP
 from ..laws.representation import vector_moments
 from ..models.words import canonical
 from ..setting.config import CLOSURES as CLOSURE_NAMES
-from ..setting.flow import CHEBYSHEV, CHEBYSHEV_DRAWS_ERROR, CHEBYSHEV_ERROR
+from ..setting.flow import CHEBYSHEV
 from ..setting.flow import run as run_flow
 from ..setting.spectra import trace_spectrum, vector_spectrum
 from .closure_base import (
@@ -55,6 +55,7 @@ from .integrate import audited, last_time_within, solve, validity_horizon
 from .problem import Problem
 from .riccati import RiccatiClosure, outside_riccati
 from .risk import relative_risk_estimate, theory_risk
+from .stepper_check import stepper_error
 
 __all__ = [
     "Closure",
@@ -189,8 +190,9 @@ class FlowClosure(Closure):
 
     tolerance = 1e-9  # rtol of the flow engine: the floor of every estimate
 
-    def floor(self, problem):
-        """The integration error under every estimate (the flow engine's tolerance)."""
+    def floor(self, problem, info, reached):
+        """The integration error under every estimate on the first ``reached`` output times (a number or an array;
+        ``info``: the reported leg's): the flow engine's tolerance."""
         return self.tolerance
 
     def run_legs(self, problem, legs, means):
@@ -218,7 +220,7 @@ class FlowClosure(Closure):
                 if w in standard_error:  # an ensemble's own noise: 3 standard errors on top
                     gap = gap + 3.0 * standard_error[w][:reached]
                 difference = np.maximum(difference, gap / np.maximum(1.0, np.abs(fine.series[w][:reached])))
-        estimate = np.maximum.accumulate(difference) + self.floor(problem)
+        estimate = np.maximum.accumulate(difference) + self.floor(problem, fine.info, reached)
         bounded, why = self.bounded(problem, runs) if problem.estimate else (None, NO_ESTIMATE)
         if bounded is None:  # nothing to compare with: no estimate at all, and no window
             estimate, bounded = np.full(reached, np.inf), False
@@ -230,6 +232,7 @@ class FlowClosure(Closure):
         others = [theory_risk(problem, {w: r.series[w][:reached] for w in words}, means)
                   for name, r in runs.items() if name != "fine"]  # fmt: skip
         risk_estimate = with_noise(relative_risk_estimate(derived["risk"], others), derived["risk"], fine.info)
+        risk_estimate = with_stepper_error(risk_estimate, fine.info)
         spectra = spectra_of(fine, reached, model)
         error_series = {"estimate": [float(e) if np.isfinite(e) else None for e in estimate]}
         error_series.update({k: v[:reached] for k, v in fine.info.get("error_series", {}).items()})
@@ -258,6 +261,7 @@ class FlowClosure(Closure):
                     "method": fine.info.get("method", "DOP853"),
                     "nfev": fine.info.get("nfev", 0),
                     "estimate_legs": sorted(runs),
+                    **stepper_summary(fine.info),
                     "error_scale": ERROR_SCALE,
                     "seconds": time.perf_counter() - start,
                     **risk_window,
@@ -373,19 +377,28 @@ class MatrixModelClosure(FlowClosure):
             "converge unevenly); cross-check with the quadrature closure"
         )
 
-    def floor(self, problem):
-        """Law-based legs are stepped by Chebyshev (`momentgen.setting.flow.CHEBYSHEV_ERROR`, an ensemble's draws
-        looser: `CHEBYSHEV_DRAWS_ERROR`), given matrices by DOP853 at the engine's tolerance."""
-        if problem.factors is not None:
+    def floor(self, problem, info, reached):
+        """Law-based legs stepped by Chebyshev carry 3× their stepper's error measured on this problem
+        (``info["stepper_error"]``, `run_legs`; ∞ past the times the check reached); given matrices (DOP853) and
+        stochastic legs (no measurement: their estimate is not a bound) the engine's tolerance."""
+        measured = info.get("stepper_error")
+        if measured is None:
             return self.tolerance
-        return CHEBYSHEV_DRAWS_ERROR if problem.config.settings.truncation.draws > 1 else CHEBYSHEV_ERROR
+        words = np.full(reached, np.inf)
+        words[: min(reached, len(measured["words"]))] = 3.0 * measured["words"][:reached]
+        return words
 
     def run_legs(self, problem, legs, means):
         """Ensembles of draws (a range of seeds) as one batch (`momentgen.dynamics.ensemble.run_ensembles`), single
-        matrix models one by one."""
+        matrix models one by one; with an estimate from the law at κ = 0, the reported leg's ``info["stepper_error"]``
+        is its stepper's error measured on this problem (`momentgen.dynamics.stepper_check.stepper_error`)."""
         ensembles = {name: leg for name, leg in legs.items() if isinstance(leg[1], range)}
-        runs = run_ensembles(problem, ensembles, means) if ensembles else {}
-        return {name: runs[name] if name in runs else self.run(problem, leg, means) for name, leg in legs.items()}
+        check = problem.estimate and problem.kappa == 0 and problem.factors is None
+        runs = run_ensembles(problem, ensembles, means, check=check) if ensembles else {}
+        runs = {name: runs[name] if name in runs else self.run(problem, leg, means) for name, leg in legs.items()}
+        if check and not ensembles and runs.get("fine") is not None:
+            runs["fine"].info["stepper_error"] = stepper_error(problem, means, CHEBYSHEV)
+        return runs
 
     def run(self, problem, resolution, means):
         size, seed = resolution
@@ -550,6 +563,27 @@ def with_noise(estimate, risk, info):
     with np.errstate(divide="ignore", invalid="ignore"):
         relative = 3.0 * np.asarray(noise, float)[: len(estimate)] / np.abs(np.asarray(risk, float)[: len(estimate)])
     return np.maximum.accumulate(estimate + np.where(np.isnan(relative), np.inf, relative))
+
+
+def with_stepper_error(estimate, info):
+    """A risk's relative estimate with 3× the stepper's measured error on the risk on top (``info["stepper_error"]``:
+    every leg is stepped alike, so their gap does not see it; ∞ past the times the check reached); ``estimate`` as
+    it is without a measurement."""
+    measured = info.get("stepper_error")
+    if estimate is None or measured is None:
+        return estimate
+    risk = np.full(len(estimate), np.inf)
+    risk[: min(len(estimate), len(measured["risk"]))] = 3.0 * measured["risk"][: len(estimate)]
+    return np.maximum.accumulate(np.asarray(estimate, float) + risk)
+
+
+def stepper_summary(info):
+    """``{"stepper_error": {"words": …, "risk": …}}``: the largest stepper error measured for a run (what its
+    estimate carries 3× of), or nothing without a measurement."""
+    measured = info.get("stepper_error")
+    if measured is None:
+        return {}
+    return {"stepper_error": {key: float(np.max(value, initial=0.0)) for key, value in measured.items()}}
 
 
 def traciality_pairs(model):

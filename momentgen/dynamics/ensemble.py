@@ -38,6 +38,7 @@ from ..setting.config import parse_config
 from ..setting.flow import CHEBYSHEV_DRAWS, FlowRun
 from .problem import Problem
 from .risk import theory_risk
+from .stepper_check import checked_run, compared, tighter
 
 __all__ = ["control_variate_mean", "draw_spectrum", "main_branch", "run_ensembles", "usable_controls", "MIN_DRAWS"]
 
@@ -141,7 +142,7 @@ def _draw(config_raw, source, size, seed, means, kappa, times, leg=None):
     return run.t, values, run.status, run.message, theory_risk(problem, run.series, means), edge
 
 
-def run_ensembles(problem, legs, means, n_jobs=2):
+def run_ensembles(problem, legs, means, n_jobs=2, check=False):
     """{leg: its ensemble} for ``legs`` ({leg: (size, seeds: a range)}): the control-variate mean of the matrix models
     of each size drawn with its seeds (a Latin hypercube over Σ's strata per leg: `draw_spectrum`), as a `FlowRun`
     (series: the intercepts on the times every draw of the leg reached; ``info["standard_error"]``: theirs,
@@ -149,18 +150,33 @@ def run_ensembles(problem, legs, means, n_jobs=2):
     Each draw of every leg is one task of a batch over ``n_jobs`` processes — this one among them (`run_tasks` with
     ``share``: the workers take the tasks from the front, this process from the back, so a worker still starting
     takes fewer) — largest sizes first, so that no process idles while a leg finishes. A draw that stops ends its
-    ensemble at the time it reached, with its status."""
+    ensemble at the time it reached, with its status. With ``check`` (κ = 0) the two sides of the draws' stepper
+    check (`momentgen.dynamics.stepper_check`) run first in the same batch, and every leg's
+    ``info["stepper_error"]`` is what it measured."""
     draws = [(size, seed, (seeds[0], len(seeds))) for size, seeds in legs.values() for seed in seeds]
     draws.sort(key=lambda draw: -draw[0])
     config = problem.config
     means = None if means is None else np.asarray(means, dtype=float)
     common = (config.raw, config.source)
-    tasks = [
+    sides = [CHEBYSHEV_DRAWS, tighter(CHEBYSHEV_DRAWS)] if check else []
+    tasks = [(_checked, (*common, means, problem.output_times, stepper)) for stepper in reversed(sides)]
+    tasks += [
         (_draw, (*common, size, seed, means, problem.kappa, problem.output_times, leg)) for size, seed, leg in draws
     ]
     results = run_tasks(tasks, n_jobs=min(n_jobs, len(tasks)), progress=False, share=True)
-    done = {(size, seed): result for (size, seed, _), result in zip(draws, results)}
-    return {name: _ensemble(problem, size, [done[size, s] for s in seeds]) for name, (size, seeds) in legs.items()}
+    done = {(size, seed): result for (size, seed, _), result in zip(draws, results[len(sides) :])}
+    runs = {name: _ensemble(problem, size, [done[size, s] for s in seeds]) for name, (size, seeds) in legs.items()}
+    if check:
+        measured = compared(problem, results[1], results[0])
+        for run in runs.values():
+            run.info["stepper_error"] = measured
+    return runs
+
+
+def _checked(config_raw, source, means, times, stepper):
+    """One side of the draws' stepper check (a task): `momentgen.dynamics.stepper_check.checked_run` of the ensemble's
+    problem (κ = 0) by ``stepper``."""
+    return checked_run(_problem(config_raw, source, 0.0, times), means, stepper)
 
 
 def _ensemble(problem, size, runs):

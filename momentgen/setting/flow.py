@@ -42,25 +42,21 @@ __all__ = [
     "run_stochastic",
     "letter_velocities",
     "CHEBYSHEV",
-    "CHEBYSHEV_ERROR",
     "CHEBYSHEV_DRAWS",
-    "CHEBYSHEV_DRAWS_ERROR",
 ]
 
 #: The stabilised explicit stepper for a dense law-based matrix model (`momentgen.core.chebyshev`): its steps follow
 #: the accuracy wanted, not the fastest rate. At this tolerance, on a Gaussian student against a power-law Σ (tied,
 #: a = 2, t ≤ 50, n = 100), it is 3e-5 relative off DOP853 at 1e-9 on the risk in 1 400 evaluations where DOP853
-#: takes 7 500, and the spectrum of the exactly solvable case at n = 400 is DOP853's to 1e-6 in Kolmogorov distance.
+#: takes 7 500, and the spectrum of the exactly solvable case at n = 400 is DOP853's to 1e-6 in Kolmogorov distance;
+#: other kinds are further off (symmetric: 2e-4 of the words). A closure's estimate carries 3× the error measured on
+#: its own problem (`momentgen.dynamics.stepper_check`).
 CHEBYSHEV = {"method": "RKC", "rtol": 1e-5, "atol": 1e-8}
-#: What a closure adds to its estimate for that stepper's error: 3× the measured 3e-5.
-CHEBYSHEV_ERROR = 1e-4
-#: The stepper of an ensemble's draws, whose own spread is 1e-2: looser — at most 6.7e-4 relative off DOP853 on the
-#: risk of the same case at n = 32 / 64 / 128 (two draws each) in 550–580 evaluations (DOP853: 7 200–7 800; at rtol
-#: 3e-4, 3.1e-4 in 690–730). The spectrum of the solvable case at n = 400 moves by 3e-3 in Kolmogorov distance at
-#: rtol 3e-4 already, which a single draw could not afford.
+#: The stepper of an ensemble's draws, whose own spread is 1e-2: looser — on the tied case above at most 6.7e-4
+#: relative off DOP853 on the risk at n = 32 / 64 / 128 (two draws each) in 550–580 evaluations (DOP853: 7 200–7 800;
+#: at rtol 3e-4, 3.1e-4 in 690–730), on the symmetric kind 5e-3 of the words. The spectrum of the solvable case at
+#: n = 400 moves by 3e-3 in Kolmogorov distance at rtol 3e-4 already, which a single draw could not afford.
 CHEBYSHEV_DRAWS = {"method": "RKC", "rtol": 1e-3, "atol": 1e-6}
-#: What an ensemble's estimate carries for it: 3× the measured 6.7e-4.
-CHEBYSHEV_DRAWS_ERROR = 2e-3
 
 #: BDF on a commuting state integrates at rtol / this, so that its global error stays at DOP853's for the given rtol
 BDF_TIGHTER = 100.0
