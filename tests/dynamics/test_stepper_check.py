@@ -63,7 +63,7 @@ def test_an_ensembles_estimate_carries_three_times_its_measured_stepper_error(mo
     a stochastic ensemble (κ > 0, not stepped by Chebyshev) has none."""
     from momentgen.dynamics import ensemble
 
-    config = _sigma_case("symmetric", size=16, draws=4)
+    config = _sigma_case("symmetric", T=0.3, size=16, draws=4)
     result = solve_with_closure(config)
     measured = result.extra["stepper_error"]
     assert measured["words"] > 1e-3  # the symmetric kind's stepper error is not negligible: the check has work
