@@ -382,11 +382,7 @@ class MatrixModelClosure(FlowClosure):
         (``info["stepper_error"]``, `run_legs`; ∞ past the times the check reached); given matrices (DOP853) and
         stochastic legs (no measurement: their estimate is not a bound) the engine's tolerance."""
         measured = info.get("stepper_error")
-        if measured is None:
-            return self.tolerance
-        words = np.full(reached, np.inf)
-        words[: min(reached, len(measured["words"]))] = 3.0 * measured["words"][:reached]
-        return words
+        return self.tolerance if measured is None else carried(measured["words"], reached)
 
     def run_legs(self, problem, legs, means):
         """Ensembles of draws (a range of seeds) as one batch (`momentgen.dynamics.ensemble.run_ensembles`), single
@@ -572,9 +568,15 @@ def with_stepper_error(estimate, info):
     measured = info.get("stepper_error")
     if estimate is None or measured is None:
         return estimate
-    risk = np.full(len(estimate), np.inf)
-    risk[: min(len(estimate), len(measured["risk"]))] = 3.0 * measured["risk"][: len(estimate)]
-    return np.maximum.accumulate(np.asarray(estimate, float) + risk)
+    return np.maximum.accumulate(np.asarray(estimate, float) + carried(measured["risk"], len(estimate)))
+
+
+def carried(measured, length):
+    """What an estimate carries for a measured running error on its first ``length`` output times: 3× it, ∞ past the
+    times the measurement covers."""
+    out = np.full(length, np.inf)
+    out[: min(length, len(measured))] = 3.0 * np.asarray(measured, float)[:length]
+    return out
 
 
 def stepper_summary(info):
@@ -583,7 +585,8 @@ def stepper_summary(info):
     measured = info.get("stepper_error")
     if measured is None:
         return {}
-    return {"stepper_error": {key: float(np.max(value, initial=0.0)) for key, value in measured.items()}}
+    peaks = {key: float(np.max(value, initial=0.0)) for key, value in measured.items()}
+    return {"stepper_error": {key: peak if np.isfinite(peak) else None for key, peak in peaks.items()}}
 
 
 def traciality_pairs(model):
