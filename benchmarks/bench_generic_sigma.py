@@ -23,7 +23,7 @@ from common import pick
 from joblib.executor import get_memmapping_executor
 
 from momentgen.dynamics import closures
-from momentgen.dynamics.closures import GENERIC_SIGMA_ENSEMBLE, solve_with_closure
+from momentgen.dynamics.closures import GENERIC_SIGMA_ENSEMBLE, ROBUST_SIGMA_ENSEMBLE, solve_with_closure
 from momentgen.setting.config import load_config
 
 REPEAT = pick(3, 1)
@@ -101,7 +101,7 @@ def compare(title, config, size, ensemble, first, robust=None):
 def main():
     size = pick(400, 32)
     ensemble = pick(GENERIC_SIGMA_ENSEMBLE, {"size": 16, "draws": 4})
-    robust = pick({"size": 256, "draws": 8}, {"size": 32, "draws": 4})
+    robust = pick(ROBUST_SIGMA_ENSEMBLE, {"size": 32, "draws": 4})
     compare("tied mse(h1), power-law Σ a = 2, Gaussian student, teacher 1.2 Σ^1/2, t ∈ [0.1, 50], log grid (same run)",
             generic_config(), size, ensemble, pick(0.1, 0.05), robust)  # fmt: skip
     compare("untied h1 (fig. 3), power-law Σ a = 0.5, Gaussian student and teacher, τ ∈ [0.05, 5], log grid (same run)",

@@ -222,12 +222,6 @@ def _extrapolated_risk(raw, draws):
     return reference, 3 * np.array(standard_error) / reference
 
 
-#: The design that keeps a Gaussian student against a power-law Σ within 2 % on every seed set measured (README,
-#: *A random student*): twice the vouching ensemble's size, at about 1/8 of the n = 400 model's cost
-#: (`benchmarks/bench_generic_sigma.py`: 7.72 s cold against 60.8 s).
-ROBUST_DRAWS = {"closure": "matrix-model", "size": 256, "draws": 8}
-
-
 def test_a_gaussian_student_against_a_power_law_sigma_over_decades():
     """Issue 48: tied mse(h1), power-law Σ (a = 2), a Gaussian student, teacher 1.2 Σ^{1/2}, t ∈ [0.1, 50] (risk 0.7
     → 3e-4). The vouching whole-curve closure (the matrix-model ensemble `GENERIC_SIGMA_ENSEMBLE`, Σ sampled by
@@ -241,12 +235,13 @@ def test_a_gaussian_student_against_a_power_law_sigma_over_decades():
     standard errors of the reference at every t, the estimate not below the error less 3 standard errors, status
     ok.
 
-    The robust design against the same reference: 8 draws of n = 256 (`ROBUST_DRAWS`, its coarse leg 4 of 128) —
-    over 8 sets of 8 draws (seeds 1000 + 8k …) 0.55–1.31 % off at worst (the default's 8 sets: 0.88–3.74 %), the
+    The robust design against the same reference: 8 draws of n = 256 (`ROBUST_SIGMA_ENSEMBLE`, its coarse leg 4 of
+    128; about 1/8 of the n = 400 model's cost, `benchmarks/bench_generic_sigma.py`) — over 8 sets of 8 draws
+    (seeds 1000 + 8k …) 0.55–1.31 % off at worst (the default's 8 sets: 0.88–3.74 %), the
     shipped seeds 0.87 % off with an estimate of 1.1–5.0 % (≥ 2.5× the error), status ok. Asserted: the shipped seeds
     as above, and each of the first 3 of those sets (1.31 / 1.04 / 0.55 %) within 2 % + the reference's 3 standard
     errors at every t. About 5.5 minutes on 2 cores in all."""
-    from momentgen.dynamics.closures import GENERIC_SIGMA_ENSEMBLE, solve_with_closure
+    from momentgen.dynamics.closures import GENERIC_SIGMA_ENSEMBLE, ROBUST_SIGMA_ENSEMBLE, solve_with_closure
     from momentgen.dynamics.ensemble import run_ensembles
     from momentgen.dynamics.problem import Problem
     from momentgen.dynamics.risk import theory_risk
@@ -260,17 +255,17 @@ def test_a_gaussian_student_against_a_power_law_sigma_over_decades():
     )
     reference, noise = _extrapolated_risk(config.raw, {100: 32, 200: 16, 400: 8, 800: 4})
     later = np.asarray(config.output_times()) >= 0.1
-    for design in (GENERIC_SIGMA_ENSEMBLE, ROBUST_DRAWS):
+    for design in (GENERIC_SIGMA_ENSEMBLE, ROBUST_SIGMA_ENSEMBLE):
         result = solve_with_closure(config.replace(truncation=design))
         error = np.abs(np.asarray(result.derived["risk"]) / reference - 1)
         estimate = np.array(result.error_series["risk_relative"], float)
         assert result.status == "ok", (design, result.message)
         assert np.all(error[later] <= 0.02 + noise[later]), (design, error, noise)
         assert np.all(estimate[later] >= error[later] - noise[later]), (design, estimate, error)
-    robust = config.replace(truncation=ROBUST_DRAWS)
+    robust = config.replace(truncation=ROBUST_SIGMA_ENSEMBLE)
     problem = Problem.from_config(robust)
     means = problem.fast_phase().get("m_star", problem.means)
-    size, draws = ROBUST_DRAWS["size"], ROBUST_DRAWS["draws"]
+    size, draws = ROBUST_SIGMA_ENSEMBLE["size"], ROBUST_SIGMA_ENSEMBLE["draws"]
     sets = {k: (size, range(1000 + k * draws, 1000 + (k + 1) * draws)) for k in range(3)}
     for k, run in run_ensembles(problem, sets, means).items():
         error = np.abs(theory_risk(problem, run.series, means) / reference - 1)
