@@ -8,13 +8,16 @@ and 4 of size 64, stepped by Runge–Kutta–Chebyshev, in this process and one 
 run, the baseline — the matrix-model closure at its default n = 400 (with its n = 200 leg) stepped as before this
 change, by DOP853 at rtol 1e-9 — and the same n = 400 closure stepped by Chebyshev, which isolates the stepper's
 share: best of ``REPEAT`` each. The ensemble is timed cold — its worker process started afresh before each call,
-what a fresh `momentgen solve` pays — and warm, the worker reused (a notebook's second solve); both are printed. The
-risks are compared with each other here; against the d → ∞ curve (own finite-d flows extrapolated in 1/d) in
+what a fresh `momentgen solve` pays — and warm, the worker reused (a notebook's second solve); both are printed. Beside
+the wall time of a cold call, its CPU time (this process and the worker, reaped after the call so that the system
+counts it): the ensemble runs on two processes and the baseline on one, so the CPU ratio is what a busy machine pays.
+The risks are compared with each other here; against the d → ∞ curve (own finite-d flows extrapolated in 1/d) in
 ``tests/end_to_end/test_slow.py``.
 On the tied case the robust ensemble (8 draws of n = 256, within 2 % on every seed set measured) is timed cold too.
 Run: ``python benchmarks/bench_generic_sigma.py`` (part of ``make bench``; about seven minutes).
 """
 
+import resource
 import time
 from unittest import mock
 
@@ -38,18 +41,28 @@ def generic_config():
                        integrate={**integrate, "validity_tol": 0.02})  # fmt: skip
 
 
-def timed(config, stepper=None, before=None, **resolution):
-    """(seconds of each of ``REPEAT`` calls, result) of the matrix-model closure at ``resolution``; ``stepper``
-    replaces its dense one; ``before()`` runs before each call, untimed."""
-    seconds, result = [], None
+def cpu_seconds():
+    """CPU seconds of this process and of its children that have ended (user + system)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def timed(config, stepper=None, before=None, after=None, **resolution):
+    """(wall seconds of each of ``REPEAT`` calls, result, CPU seconds of each) of the matrix-model closure at
+    ``resolution``; ``stepper`` replaces its dense one; ``before()`` runs before each call, ``after()`` after it, both
+    untimed (``after`` = `stop_the_worker`: the worker ends, so its CPU time is counted)."""
+    seconds, result, cpu = [], None, []
     for _ in range(REPEAT):
         if before is not None:
             before()
         with mock.patch.object(closures, "CHEBYSHEV", stepper or closures.CHEBYSHEV):
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), cpu_seconds()
             result = solve_with_closure(config.replace(truncation={"closure": "matrix-model", **resolution}))
             seconds.append(time.perf_counter() - start)
-    return seconds, result
+        if after is not None:
+            after()
+        cpu.append(cpu_seconds() - start_cpu)
+    return seconds, result, cpu
 
 
 def stop_the_worker():
@@ -68,23 +81,26 @@ def compare(title, config, size, ensemble, first, robust=None):
     """Print the baseline, the same closure by Chebyshev, and the ensemble cold and warm, with their ratios and risk
     gaps, for ``config`` (compared from time ``first`` on); with ``robust``, that larger ensemble cold too."""
     print(title)
-    base, base_result = timed(config, DOP853, size=size, draws=1)
-    base = min(base)
-    print(f"  baseline: matrix model n = {size} (and n/2) by DOP853 at rtol 1e-9: {base:7.2f} s")
-    fast, fast_result = timed(config, size=size, draws=1)
+    base, base_result, base_cpu = timed(config, DOP853, size=size, draws=1)
+    base, base_cpu = min(base), min(base_cpu)
+    print(f"  baseline: matrix model n = {size} (and n/2) by DOP853 at rtol 1e-9: {base:7.2f} s (CPU {base_cpu:.2f} s)")
+    fast, fast_result, _ = timed(config, size=size, draws=1)
     fast = min(fast)
     print(f"  the same by Chebyshev (RKC):                          {fast:7.2f} s   ratio {base / fast:5.1f}")
-    cold = min(timed(config, before=stop_the_worker, **ensemble)[0])
-    whole, whole_result = timed(config, **ensemble)  # the worker the last cold call started, reused
-    warm = min(whole)
+    seconds, _, cpu = timed(config, before=stop_the_worker, after=stop_the_worker, **ensemble)
+    cold, cold_cpu = min(seconds), min(cpu)
+    whole, whole_result, _ = timed(config, before=None, **ensemble)  # a worker started by the first, then reused
+    warm = min(whole[1:] or whole)
     print(f"  vouching ensemble {ensemble['draws']} × n = {ensemble['size']} (+ n/2), RKC, here + 1 worker: "
-          f"cold (worker started) {cold:6.2f} s, ratio {base / cold:5.1f}; "
-          f"warm {warm:6.2f} s, ratio {base / warm:5.1f} (target ≥ 20)")  # fmt: skip
+          f"cold (worker started) {cold:6.2f} s, ratio {base / cold:5.1f} (target ≥ 20); CPU {cold_cpu:6.2f} s, "
+          f"ratio {base_cpu / cold_cpu:5.1f}; warm {warm:6.2f} s, ratio {base / warm:5.1f}")  # fmt: skip
     if robust is not None:
-        cold = min(timed(config, before=stop_the_worker, **robust)[0])
+        seconds, _, cpu = timed(config, before=stop_the_worker, after=stop_the_worker, **robust)
+        cold, cold_cpu = min(seconds), min(cpu)
         print(
             f"  robust ensemble {robust['draws']} × n = {robust['size']} (+ n/2), cold: {cold:6.2f} s, "
-            f"ratio {base / cold:5.1f} (within 2 % on every seed set measured: tests/end_to_end/test_slow.py)"
+            f"ratio {base / cold:5.1f}; CPU {cold_cpu:6.2f} s, ratio {base_cpu / cold_cpu:5.1f} (within 2 % on every "
+            "seed set measured: tests/end_to_end/test_slow.py)"
         )
     risk = {name: np.asarray(r.derived["risk"]) for name, r in
             (("baseline", base_result), ("chebyshev", fast_result), ("ensemble", whole_result))}  # fmt: skip

@@ -236,8 +236,8 @@ def test_a_gaussian_student_against_a_power_law_sigma_over_decades():
     ok.
 
     The robust design against the same reference: 8 draws of n = 256 (`ROBUST_SIGMA_ENSEMBLE`, its coarse leg 4 of
-    128; about 1/8 of the n = 400 model's cost, `benchmarks/bench_generic_sigma.py`) — over 8 sets of 8 draws
-    (seeds 1000 + 8k …) 0.55–1.31 % off at worst (the default's 8 sets: 0.88–3.74 %), the
+    128; 1/8.7 of the n = 400 model's wall time and 1/4.5 of its CPU time, `benchmarks/bench_generic_sigma.py`) —
+    over 8 sets of 8 draws (seeds 1000 + 8k …) 0.55–1.31 % off at worst (the default's 8 sets: 0.88–3.74 %), the
     shipped seeds 0.87 % off with an estimate of 1.1–5.0 % (≥ 2.5× the error), status ok. Asserted: the shipped seeds
     as above, and each of the first 3 of those sets (1.31 / 1.04 / 0.55 %) within 2 % + the reference's 3 standard
     errors at every t. About 5.5 minutes on 2 cores in all."""
