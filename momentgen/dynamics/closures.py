@@ -32,6 +32,7 @@ from ..compiler.hierarchy import build
 from ..compiler.initial import initial_representation, law_factors, layered_index, matrix_moments
 from ..compiler.truncation import RunState, Truncation
 from ..core.errors import ModelError, shown
+from ..core.parallel import check_n_jobs
 from ..laws.edge import EDGE_DEPTH, EDGE_STEP
 from ..laws.representation import vector_moments
 from ..models.words import canonical
@@ -669,7 +670,16 @@ def vouching_closure(config, configured):
 
 
 def solve_with_closure(
-    config, closure=None, degree=None, size=None, factors=None, kappa=None, times=(), spectra=False, estimate=True
+    config,
+    closure=None,
+    degree=None,
+    size=None,
+    factors=None,
+    kappa=None,
+    times=(),
+    spectra=False,
+    estimate=True,
+    n_jobs=None,
 ):
     """Solve ``config`` with the named closure (default: ``[truncation] closure``): the run pipeline
     Config → `Problem` → closure → `Result`. ``factors``: start from these finite-d matrices'
@@ -678,12 +688,15 @@ def solve_with_closure(
     ``spectra``: also record the trainable letters' spectra (for `Result.spectrum`); ``estimate`` False: a flow
     closure (quadrature, matrix model) runs its reported leg alone — the same curve without the cost of the legs
     that check it, no estimate, status ``unverified`` (the zero and riccati closures' checks are cheap: kept).
+    ``n_jobs``: the processes a matrix-model ensemble's draws run on (default
+    `momentgen.dynamics.ensemble.ENSEMBLE_JOBS`; the result is the same on any number).
     ``closure``, ``degree`` and ``size`` are validated like the file's ``[truncation]`` keys
     (`Config.replace`)."""
     if closure is not None and closure not in CLOSURES:
         raise ModelError(f"unknown closure {closure!r}: choose one of {', '.join(CLOSURES)}")
     if not isinstance(estimate, bool):
         raise ModelError(f"estimate must be True or False, got {shown(estimate)}")
+    check_n_jobs(n_jobs)
     given = {"closure": closure, "degree": degree, "size": size}
     overrides = {key: value for key, value in given.items() if value is not None}
     config = config.replace(truncation=overrides) if overrides else config
@@ -692,7 +705,9 @@ def solve_with_closure(
     bad = [t for t in times if isinstance(t, bool) or not (isinstance(t, (int, float)) and 0 <= t <= T)]
     if bad:
         raise ModelError(f"output times must be numbers in [0, T = {T:g}], got {bad[0]!r}")
-    problem = Problem.from_config(config, factors, kappa=kappa, times=times, spectra=spectra, estimate=estimate)
+    problem = Problem.from_config(
+        config, factors, kappa=kappa, times=times, spectra=spectra, estimate=estimate, n_jobs=n_jobs
+    )
     result = CLOSURES[name].solve(problem)
     caveat = momentum_caveat(config, config.sgd_kappa())
     if caveat is not None:

@@ -23,8 +23,9 @@ rotations'). The standard error is still that of independent draws: an over-esti
 With the finite-learning-rate term (κ > 0) each draw is a stochastic matrix model with its own noise seed, so the
 standard error covers the noise too (the Haar draw's and the SGD-like noise's fluctuations together).
 
-`run_ensembles` runs the draws of every size in one batch in parallel (two processes by default, one BLAS
-thread each) and returns for each size a `momentgen.setting.flow.FlowRun` whose series are those intercepts and
+`run_ensembles` runs the draws of every size in one batch in parallel (`ENSEMBLE_JOBS` processes unless the problem
+asks for another number, ``Problem.n_jobs``; one BLAS thread each; the draws, and so the result, are the same on any
+number) and returns for each size a `momentgen.setting.flow.FlowRun` whose series are those intercepts and
 whose ``info["standard_error"]`` holds their standard errors. Time is on the kind's axis.
 """
 
@@ -40,10 +41,21 @@ from .problem import Problem
 from .risk import theory_risk
 from .stepper_check import checked_run, compared, tighter
 
-__all__ = ["control_variate_mean", "draw_spectrum", "main_branch", "run_ensembles", "usable_controls", "MIN_DRAWS"]
+__all__ = [
+    "control_variate_mean",
+    "draw_spectrum",
+    "main_branch",
+    "run_ensembles",
+    "usable_controls",
+    "ENSEMBLE_JOBS",
+    "MIN_DRAWS",
+]
 
 #: Fewest draws an ensemble takes (a standard error needs a few degrees of freedom).
 MIN_DRAWS = 4
+#: The processes an ensemble's draws run on by default (this one and a worker: a 2-core machine's; ``n_jobs`` of
+#: `momentgen.solve` and ``--jobs`` of ``momentgen solve`` ask for more).
+ENSEMBLE_JOBS = 2
 #: How far (relative to max(1, |value|)) a draw must be from the draws' median to be on another branch.
 BRANCH_GAP = 0.05
 _SPARE = 4  # residual degrees of freedom kept: controls ≤ draws − 1 − _SPARE
@@ -142,17 +154,17 @@ def _draw(config_raw, source, size, seed, means, kappa, times, leg=None):
     return run.t, values, run.status, run.message, theory_risk(problem, run.series, means), edge
 
 
-def run_ensembles(problem, legs, means, n_jobs=2, check=False):
+def run_ensembles(problem, legs, means, check=False):
     """{leg: its ensemble} for ``legs`` ({leg: (size, seeds: a range)}): the control-variate mean of the matrix models
     of each size drawn with its seeds (a Latin hypercube over Σ's strata per leg: `draw_spectrum`), as a `FlowRun`
     (series: the intercepts on the times every draw of the leg reached; ``info["standard_error"]``: theirs,
     ``info["risk_standard_error"]``: the risk's, ``info["flat"]``: whether the draws were mixed by flat rotations).
-    Each draw of every leg is one task of a batch over ``n_jobs`` processes — this one among them (`run_tasks` with
-    ``share``: the workers take the tasks from the front, this process from the back, so a worker still starting
-    takes fewer) — largest sizes first, so that no process idles while a leg finishes. A draw that stops ends its
-    ensemble at the time it reached, with its status. With ``check`` (κ = 0) the two sides of the draws' stepper
-    check (`momentgen.dynamics.stepper_check`) run first in the same batch, and every leg's
-    ``info["stepper_error"]`` is what it measured."""
+    Each draw of every leg is one task of a batch over ``problem.n_jobs`` processes (default `ENSEMBLE_JOBS`) — this
+    one among them (`run_tasks` with ``share``: the workers take the tasks from the front, this process from the
+    back, so a worker still starting takes fewer; with one, this process alone) — largest sizes first, so that no
+    process idles while a leg finishes. A draw that stops ends its ensemble at the time it reached, with its status.
+    With ``check`` (κ = 0) the two sides of the draws' stepper check (`momentgen.dynamics.stepper_check`) run first
+    in the same batch, and every leg's ``info["stepper_error"]`` is what it measured."""
     draws = [(size, seed, (seeds[0], len(seeds))) for size, seeds in legs.values() for seed in seeds]
     draws.sort(key=lambda draw: -draw[0])
     config = problem.config
@@ -163,6 +175,7 @@ def run_ensembles(problem, legs, means, n_jobs=2, check=False):
     tasks += [
         (_draw, (*common, size, seed, means, problem.kappa, problem.output_times, leg)) for size, seed, leg in draws
     ]
+    n_jobs = problem.n_jobs or ENSEMBLE_JOBS
     results = run_tasks(tasks, n_jobs=min(n_jobs, len(tasks)), progress=False, share=True)
     done = {(size, seed): result for (size, seed, _), result in zip(draws, results[len(sides) :])}
     runs = {name: _ensemble(problem, size, [done[size, s] for s in seeds]) for name, (size, seeds) in legs.items()}

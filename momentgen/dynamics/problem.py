@@ -38,7 +38,9 @@ class Problem:
     then reused by every run of the problem (its compiled integrand, its rule level).
     ``kappa``: κ = ηd/B of the finite-learning-rate term (default `Config.kappa`: 0 unless
     ``[integrate] finite_lr``). ``estimate``: whether a flow closure also runs the legs that only serve its error
-    estimate (False: the reported leg alone, no estimate, status ``unverified``).
+    estimate (False: the reported leg alone, no estimate, status ``unverified``). ``n_jobs``: the processes a
+    matrix-model ensemble's draws run on (None: `momentgen.dynamics.ensemble.ENSEMBLE_JOBS`); the draws, and so the
+    result, are the same on any number of them.
     """
 
     config: object
@@ -48,19 +50,23 @@ class Problem:
     output_times: tuple = ()
     spectra: bool = False
     estimate: bool = True
+    n_jobs: int = None
 
     def __post_init__(self):
         self.kappa = check_kappa(self.config.kappa if self.kappa is None else self.kappa)
 
     @classmethod
-    def from_config(cls, config, factors=None, potential=None, kappa=None, times=(), spectra=False, estimate=True):
+    def from_config(
+        cls, config, factors=None, potential=None, kappa=None, times=(), spectra=False, estimate=True, n_jobs=None
+    ):
         """The problem of ``config``; ``factors`` (finite matrices) override the inits' d = ∞ law — a
         from-file init gives its own (`Config.start_factors`); ``kappa`` overrides `Config.kappa`; ``times``
         are extra output times in [0, T] (e.g. where a spectrum is wanted); ``spectra``: the flow closures
         also record the trainable letters' spectra (`momentgen.setting.spectra`; a matrix model's eigenvalues cost
-        about a second per letter and 51 times at n = 400); ``estimate``: see the class."""
+        about a second per letter and 51 times at n = 400); ``estimate``, ``n_jobs``: see the class."""
         factors = config.start_factors() if factors is None else factors
-        return cls(config, factors, potential, kappa, tuple(float(t) for t in times), bool(spectra), estimate)
+        times = tuple(float(t) for t in times)
+        return cls(config, factors, potential, kappa, times, bool(spectra), estimate, n_jobs)
 
     @cached_property
     def potential(self):

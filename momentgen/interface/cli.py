@@ -11,10 +11,11 @@ Subcommands:
   closure's system, valid in a short window); it names the closure for the whole curve (``riccati``, exact, for one
   trainable tied letter against one fixed letter; else ``quadrature`` or ``matrix-model``);
 * ``momentgen solve CONFIG --json OUT [--degree M] [--closure zero|riccati|quadrature|matrix-model]
-  [--size n] [--draws S] [--finite-lr] [--no-estimate]``: integrate with the chosen closure at two resolutions
-  (degrees M and M − 2; orders n and n − 1; sizes n and n/2, each an ensemble of S draws) and
-  write the trajectory, status, error estimate and validity horizon; ``--finite-lr`` adds the
-  finite-learning-rate term at κ = lr·d/batch; ``--no-estimate`` runs the reported resolution alone (no estimate);
+  [--size n] [--draws S] [--jobs N] [--finite-lr] [--no-estimate]``: integrate with the chosen closure at two
+  resolutions (degrees M and M − 2; orders n and n − 1; sizes n and n/2, each an ensemble of S draws, on N
+  processes: default 2) and write the trajectory, status, error estimate and validity horizon; ``--finite-lr`` adds
+  the finite-learning-rate term at κ = lr·d/batch; ``--no-estimate`` runs the reported resolution alone (no
+  estimate);
 * ``momentgen simulate CONFIG --json OUT [--d D] [--seeds N]``: online SGD on the model's
   time axis (mean and spread over seeds);
 * ``solve``, ``simulate`` and ``compare`` take ``--lr``, ``--batch``, ``--momentum β`` (heavy ball; the theory
@@ -192,7 +193,12 @@ def _cmd_solve(args):
     start = time.perf_counter()
     # no closure named (--closure, --degree): the one that vouches for the horizon (`momentgen.interface.api.solve`)
     result = api.solve(
-        config, closure=args.closure, degree=args.degree, cache=args.cache, estimate=not args.no_estimate
+        config,
+        closure=args.closure,
+        degree=args.degree,
+        cache=args.cache,
+        estimate=not args.no_estimate,
+        n_jobs=args.jobs,
     )
     _write_run(args.json, {**result.to_json(), "provenance": provenance(config)}, result.t,
                {**result.series, **result.derived})  # fmt: skip
@@ -473,6 +479,9 @@ def _parser():
     solve.add_argument("--size", type=_positive_int, help="matrix-model size n (default: [truncation] size)")
     solve.add_argument(
         "--draws", type=_positive_int, help="matrix-model Haar draws per size (≥ 4: a control-variate ensemble)"
+    )
+    solve.add_argument(
+        "--jobs", type=_positive_int, help="processes for a matrix-model ensemble's draws (default 2; same result)"
     )
     solve.add_argument(
         "--finite-lr",
