@@ -6,7 +6,7 @@ flat rotations, Σ by quantile strata, a Latin hypercube over each 8 consecutive
 draws' tolerance) at n = 64 / 128 / 256 / 512. For each size: the spread of one draw's risk about the draws' mean
 (relative, at t ≈ 0.25 / 2 / 17 / 50), the CPU seconds of a draw, and their product at t = 50 — the variance of
 an ensemble's mean times the CPU seconds its draws cost, whatever their number: the size that minimises it is the
-cheapest way to a given noise. The draws' spread is heavy-tailed (a draw of n = 128 can be 10 % off), so the
+cheapest way to a given noise. A spread measured on a hundred draws is itself uncertain by about 7 %, so the
 product carries its bootstrap standard error (`BOOTSTRAP` resamples of the draws). Then the draws' means at t = 50
 against the largest size's (the size bias, with its standard error), and the CPU seconds of draws that an ensemble
 needs for a standard error of 0.6 % at t = 50 (3 of them within 2 %). The draws run in this process and one
