@@ -139,8 +139,8 @@ def verify(
     before the horizon). ``budget``: seconds — seeds, drift steps and, if need be, smaller dimensions are
     chosen to fit (at most the ones given; at least 3 seeds and `MIN_STEPS`; `_plan`) and the plan is in
     ``checks["finite-d"]["plan"]``.
-    ``n_jobs``: worker processes of the seeds (default 2). ``out``: a folder for ``verify.json``,
-    ``verify.csv`` and ``verify.png``. Returns a `Verification`.
+    ``n_jobs``: worker processes of the seeds and of a matrix-model ensemble's draws (default 2). ``out``: a folder
+    for ``verify.json``, ``verify.csv`` and ``verify.png``. Returns a `Verification`.
     """
     dims, seeds = _checked_arguments(config, dims, seeds, steps)
     check_n_jobs(n_jobs)
@@ -160,11 +160,11 @@ def verify(
     curve_kappa = kappa if config.settings.integrate.finite_lr else 0.0  # the configured curve's κ
     say = _reporter(progress)
     begin = time.perf_counter()  # the theory's legs first: the budget's plan counts what they spent
-    closure_check, chosen = _guarded(_closure, config, closure is not None, curve_kappa, say)
+    closure_check, chosen = _guarded(_closure, config, closure is not None, curve_kappa, say, n_jobs)
     pair_seconds = 2 * elapsed(begin)
     if chosen is not None:
         chosen_config, theory = chosen
-        cross_check, _ = _guarded(lambda: (_cross_check(chosen_config, theory, say), None))
+        cross_check, _ = _guarded(lambda: (_cross_check(chosen_config, theory, say, n_jobs), None))
         if budget is not None:
             pair_seconds = _pair_seconds(chosen_config, start, (d1, d2), theory.kappa, pair_seconds)
     plan = _plan(config, start, (d1, d2), seeds, steps, kappa, budget, n_jobs, pair_seconds, elapsed(begin), say)
@@ -380,10 +380,10 @@ def _after_fast_phase(config, factors, program, potential):
 # ---- 2. the closure, 3. a second closure ------------------------------------------------------------------
 
 
-def _closure(config, explicit, curve_kappa, say):
+def _closure(config, explicit, curve_kappa, say, n_jobs=None):
     """The closure leg: (check, (config, theory)) — the configured closure, or, when it was not named, gives way
     (`gives_way`: a zero closure; any but the matrix model on a generic Σ case) and its window ends before the
-    horizon, the whole-curve closure instead (the check says so).
+    horizon, the whole-curve closure instead (the check says so); an ensemble's draws on ``n_jobs`` processes.
     A closure that cannot carry the finite-learning-rate term the configuration asks for: ``cannot``."""
     name = configured = config.settings.truncation.closure
     say(f"closure check: the {name} closure")
@@ -394,7 +394,7 @@ def _closure(config, explicit, curve_kappa, say):
             "to verify the κ → 0 curve"
         )
         return {"passed": None, "cannot": True, "message": message, "closure": name}, None
-    theory = solve_with_closure(config, kappa=curve_kappa)
+    theory = solve_with_closure(config, kappa=curve_kappa, n_jobs=n_jobs)
     T = config.settings.integrate.T
     note = ""
     if not explicit and gives_way(config, name) and _window(theory) < T - 1e-12:
@@ -409,7 +409,7 @@ def _closure(config, explicit, curve_kappa, say):
             f"the {chosen} closure instead"
         )
         config = config.replace(truncation=overrides)
-        name, theory = chosen, solve_with_closure(config, kappa=curve_kappa)
+        name, theory = chosen, solve_with_closure(config, kappa=curve_kappa, n_jobs=n_jobs)
     reached = theory.status in REACHED
     window = _window(theory) if reached else float(theory.t[-1])
     passed = reached and window >= T - 1e-12
@@ -434,7 +434,9 @@ def _closure(config, explicit, curve_kappa, say):
     return check, (config, theory)
 
 
-def _cross_check(config, theory, say):
+def _cross_check(config, theory, say, n_jobs=None):
+    """The cross-check leg: the verified closure's curve against its companion's where both vouch for their error
+    (an ensemble's draws on ``n_jobs`` processes)."""
     name = theory.closure
     words = [w for w in _observables(config) if w in theory.series]
     other_name = CLOSURES[name].companion
@@ -442,10 +444,10 @@ def _cross_check(config, theory, say):
     say(f"cross-check: the {other_name} closure")
     try:
         if theory.kappa > 0 and not CLOSURES[other_name].carries_finite_lr(config.model):  # both without the term
-            other = solve_with_closure(config, other_name, degree=degree, kappa=0.0)
-            theory = solve_with_closure(config, kappa=0.0)
+            other = solve_with_closure(config, other_name, degree=degree, kappa=0.0, n_jobs=n_jobs)
+            theory = solve_with_closure(config, kappa=0.0, n_jobs=n_jobs)
         else:
-            other = solve_with_closure(config, other_name, degree=degree, kappa=theory.kappa)
+            other = solve_with_closure(config, other_name, degree=degree, kappa=theory.kappa, n_jobs=n_jobs)
     except MomentgenError as error:  # the second closure is a cross-check, not the verified curve
         return {"passed": None, "message": f"not run: the {other_name} closure could not start ({error})"}
     # compared on the times both reached and both vouch for (either may have stopped early)

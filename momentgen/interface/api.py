@@ -396,7 +396,7 @@ def verify(
     budget : float, optional
         Seconds: seeds, drift steps and, if need be, smaller dimensions are chosen to fit.
     n_jobs : int, optional
-        Worker processes of the seeds (default 2).
+        Processes of the seeds and of a matrix-model ensemble's draws (default 2).
     cache : bool or path, optional
         The result store, as `solve`'s; a stored verdict's ``verify.json`` and ``verify.csv`` are written to
         ``out`` again (its figure is the first run's).

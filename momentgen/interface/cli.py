@@ -548,7 +548,7 @@ def _parser():
     check.add_argument(
         "--budget", type=float, help="seconds: cut seeds, drift steps and if need be d to fit (the plan is in the JSON)"
     )
-    check.add_argument("--jobs", type=_positive_int, help="worker processes for the seeds (default 2)")
+    check.add_argument("--jobs", type=_positive_int, help="processes for the seeds and an ensemble's draws (default 2)")
     check.add_argument("--json", help="output JSON path (and its CSV beside it)")
     check.add_argument("--out", help="folder for verify.json, verify.csv and verify.png")
     _cache_argument(check)
