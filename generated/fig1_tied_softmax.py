@@ -71,16 +71,17 @@ SPEC = {'config': {'data': {'covariance': 'isotropic', 'exponent': 1.0, 'path': 
                            'draws': 1,
                            'max_memory_gb': 8.0,
                            'observables': ['S1 S2', 'S1 S1', 'S1'],
+                           'seed': 0,
                            'size': 400}},
- 'config_hash': 'd0fd0aa7be55bad9ff3790dc7d084633937bea28ba821dacdde59b9239d3ae57',
- 'data_file': 'fig1_tied_softmax.2b29fb94e398.npz',
+ 'config_hash': '22ff46de489725453d159e4b28a18a73a8f2c28583558e864fac4cbe8ff72572',
+ 'data_file': 'fig1_tied_softmax.25924455f567.npz',
  'degree': 8,
  'source': 'examples/configs/fig1_tied_softmax.toml'}
 
 _STAMP = {'command': 'momentgen generate-truncation '
             'examples/configs/fig1_tied_softmax.toml --degree 8 --out '
             'generated/fig1_tied_softmax.py',
- 'data_sha256': '2b29fb94e398ff1619f1f0132625ed6c46d18422390d6e98391206e89ac5ea27',
+ 'data_sha256': '25924455f567746185fd66a5ce85d9c68e8d7f4e386c6b4f5097902ada8f1ef5',
  'momentgen': '0.2.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

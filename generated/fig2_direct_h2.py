@@ -71,16 +71,17 @@ SPEC = {'config': {'data': {'covariance': 'isotropic', 'exponent': 1.0, 'path': 
                            'draws': 1,
                            'max_memory_gb': 8.0,
                            'observables': 'all',
+                           'seed': 0,
                            'size': 400}},
- 'config_hash': 'c20036b2f446923a3f5f0dc687919c00dce3030cb9d168d5a3b18db4b9aca722',
- 'data_file': 'fig2_direct_h2.66f137f3cb5c.npz',
+ 'config_hash': 'e9e2c51d9df88110e731b08a9999b50c486a0ea7262a5a5fabfef0725faafa9d',
+ 'data_file': 'fig2_direct_h2.681915dce8b3.npz',
  'degree': 2,
  'source': 'examples/configs/fig2_direct_h2.toml'}
 
 _STAMP = {'command': 'momentgen generate-truncation '
             'examples/configs/fig2_direct_h2.toml --degree 2 --out '
             'generated/fig2_direct_h2.py',
- 'data_sha256': '66f137f3cb5cd7eb0b9ef684a7da7233802d6ab40c37c7f435544368d3b539cc',
+ 'data_sha256': '681915dce8b345d4214866b1947959d204db95d3778d7dcb2759ae8ff54fd68d',
  'momentgen': '0.2.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

@@ -71,15 +71,16 @@ SPEC = {'config': {'data': {'covariance': 'isotropic', 'exponent': 1.0, 'path': 
                            'draws': 1,
                            'max_memory_gb': 8.0,
                            'observables': ['S1 S2', 'S1 S1', 'S1'],
+                           'seed': 0,
                            'size': 400}},
- 'config_hash': '1e360ec58a86f90a7ff92c95b42cf2da9929e8cacafc629df3254f49180bfe62',
- 'data_file': 'fig2_tied_h2.96bd137beb47.npz',
+ 'config_hash': '9c496f869f20a4d063d8b7a8b406265418592ba506c156362d47b0bd54e0cd17',
+ 'data_file': 'fig2_tied_h2.f1a046e33d44.npz',
  'degree': 13,
  'source': 'examples/configs/fig2_tied_h2.toml'}
 
 _STAMP = {'command': 'momentgen generate-truncation examples/configs/fig2_tied_h2.toml '
             '--degree 13 --out generated/fig2_tied_h2.py',
- 'data_sha256': '96bd137beb477d9e2091c038504757f92fe8080ed5f477fc9f832011c38a0d13',
+ 'data_sha256': 'f1a046e33d4457908dd1b6a95a10afd57c1cc27567338c094da3eb3b0ae1302f',
  'momentgen': '0.2.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

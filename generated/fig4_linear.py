@@ -71,15 +71,16 @@ SPEC = {'config': {'data': {'covariance': 'isotropic', 'exponent': 1.0, 'path': 
                            'draws': 1,
                            'max_memory_gb': 8.0,
                            'observables': ['S1 S1', 'S1 S2', 'S1'],
+                           'seed': 0,
                            'size': 400}},
- 'config_hash': '8c420acc1752cdc27e1b93ff31c8264dfe3134cc0f2fa316fc59b584349c895a',
- 'data_file': 'fig4_linear.ac65937a2a4a.npz',
+ 'config_hash': '7ed2a05ff1d7cb8a55a26c76a572a1399d4c5a25c620cd64171bbca7abf3acf0',
+ 'data_file': 'fig4_linear.bf9c05c12b0a.npz',
  'degree': 8,
  'source': 'examples/configs/fig4_linear.toml'}
 
 _STAMP = {'command': 'momentgen generate-truncation examples/configs/fig4_linear.toml '
             '--degree 8 --out generated/fig4_linear.py',
- 'data_sha256': 'ac65937a2a4a448f4889036fa93f791ae8d41262dd313faf43037ccc884d3894',
+ 'data_sha256': 'bf9c05c12b0af0c58d054d6a8c0a67d9638b0b0f2047a9c6db99a60b2d993d83',
  'momentgen': '0.2.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

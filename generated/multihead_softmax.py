@@ -93,16 +93,17 @@ SPEC = {'config': {'data': {'covariance': 'isotropic', 'exponent': 1.0, 'path': 
                                            'S1 S4',
                                            'S1 S1',
                                            'S1 S2'],
+                           'seed': 0,
                            'size': 400}},
- 'config_hash': '09f740e2f1fd2704124094cb9e70adbf8a1a357efc86f46c3b7d7cfa2aeb8838',
- 'data_file': 'multihead_softmax.1070e5a141d6.npz',
+ 'config_hash': 'ffadd804ba8b1f70d30a6647d742551f807293a2ab5733bd8ed42485c042bc87',
+ 'data_file': 'multihead_softmax.734401b9c5d2.npz',
  'degree': 5,
  'source': 'examples/configs/multihead_softmax.toml'}
 
 _STAMP = {'command': 'momentgen generate-truncation '
             'examples/configs/multihead_softmax.toml --degree 5 --out '
             'generated/multihead_softmax.py',
- 'data_sha256': '1070e5a141d66142a960815076e74850640d2c338fe9aea33cd5fbe1f2768bab',
+ 'data_sha256': '734401b9c5d25a57c6f4b645130d512f540bf6de76660ee0107c908ae8066ba0',
  'momentgen': '0.2.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

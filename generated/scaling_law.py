@@ -71,15 +71,16 @@ SPEC = {'config': {'data': {'covariance': 'power-law', 'exponent': 1.0, 'path': 
                            'draws': 1,
                            'max_memory_gb': 8.0,
                            'observables': ['S1', 'S1 S1', 'S1 S2', 'S1 Sigma'],
+                           'seed': 0,
                            'size': 400}},
- 'config_hash': 'b48932d39b82f2a3f8836545a435bb10dee6beecd1f82969777a9f5137fc72cd',
- 'data_file': 'scaling_law.8f3f0983b3dd.npz',
+ 'config_hash': 'fd47d360ffdab60437fa5a1da956bbb7261b0f780c90d887dbc8594c0b60cc2b',
+ 'data_file': 'scaling_law.ca3e1c74a6f8.npz',
  'degree': 7,
  'source': 'examples/configs/scaling_law.toml'}
 
 _STAMP = {'command': 'momentgen generate-truncation examples/configs/scaling_law.toml '
             '--degree 7 --out generated/scaling_law.py',
- 'data_sha256': '8f3f0983b3dd662e76f75cbcbd0def48a2857ecd08b353b9f593921419ed9a13',
+ 'data_sha256': 'ca3e1c74a6f8752ceb37a30f2becfb2b4c9cd52923575615bca7d919c5f25a49',
  'momentgen': '0.2.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

@@ -71,16 +71,17 @@ SPEC = {'config': {'data': {'covariance': 'isotropic', 'exponent': 1.0, 'path': 
                            'draws': 1,
                            'max_memory_gb': 8.0,
                            'observables': ['S1 S2', 'S1 S1', 'S1', 'S1 S1 S1'],
+                           'seed': 0,
                            'size': 128}},
- 'config_hash': 'dab5530f89868e9920e7a18dcf5dbb6c82ecf901cd5230671f2dcfa9d1a23a8a',
- 'data_file': 'wishart_teacher.03322d2b85fd.npz',
+ 'config_hash': '5b2841ad59b4eef1e30942a2fbf40f435ca9df3f12ce6f48062e68596d32ef26',
+ 'data_file': 'wishart_teacher.90ed292efbd6.npz',
  'degree': 13,
  'source': 'examples/configs/wishart_teacher.toml'}
 
 _STAMP = {'command': 'momentgen generate-truncation '
             'examples/configs/wishart_teacher.toml --degree 13 --out '
             'generated/wishart_teacher.py',
- 'data_sha256': '03322d2b85fd2ec910f24d795d247514e76f28ac695a62c8cdd3e3197f236b89',
+ 'data_sha256': '90ed292efbd6be9b458b563f7587ea6e2044eac209831131bea619eb6335b9c9',
  'momentgen': '0.2.0'}
 
 _module = _load(__file__, SPEC, _STAMP)

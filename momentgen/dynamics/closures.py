@@ -300,13 +300,16 @@ class MatrixModelClosure(FlowClosure):
         return f"matrix-model n={config.settings.truncation.size}"
 
     def legs(self, problem, degree, size):
+        """The legs' (size, seed or seeds): ``[truncation] seed`` s picks disjoint draws — an ensemble's fine and
+        coarse draws the seeds from s·(S + S/2) on, one matrix model's (and a stochastic one's noise) 2s and 2s + 1."""
         stochastic = problem.kappa > 0
+        seed = problem.config.settings.truncation.seed
         if problem.factors is not None:
             d = problem.definition.matrices.dimension(problem.factors[0])
             if stochastic:
                 return (
                     f"stochastic matrix model of the given d = {d} matrices (kappa = {problem.kappa:g})",
-                    {"fine": ("given", 0), "seed": ("given", 1)},
+                    {"fine": ("given", 2 * seed), "seed": ("given", 2 * seed + 1)},
                 )
             return f"matrix flow of the given d = {d} matrices (exact: no closure)", {"fine": ("given", 0)}
         n = size or problem.config.settings.truncation.size
@@ -325,13 +328,15 @@ class MatrixModelClosure(FlowClosure):
                 + (f"; each draw its own noise, kappa = {problem.kappa:g})" if stochastic else ")")
             )
             coarse = max(MIN_DRAWS, draws // 2)  # the size gap's own noise is in the estimate: half the draws do
-            return label, {"fine": (n, range(draws)), "coarse": (max(2, n // 2), range(draws, draws + coarse))}
+            first = seed * (draws + coarse)
+            fine, rest = range(first, first + draws), range(first + draws, first + draws + coarse)
+            return label, {"fine": (n, fine), "coarse": (max(2, n // 2), rest)}
         label = (
             f"stochastic matrix model of size {n} (kappa = {problem.kappa:g})"
             if stochastic
             else f"matrix model of size {n}"
         )
-        return label, {"fine": (n, 0), "coarse": (max(2, n // 2), 1 if stochastic else 0)}
+        return label, {"fine": (n, 2 * seed), "coarse": (max(2, n // 2), 2 * seed + (1 if stochastic else 0))}
 
     def checked_resolution(self, config):
         """A generic Σ case (`generic_sigma`): the vouching ensemble `GENERIC_SIGMA_ENSEMBLE`; else the configured

@@ -316,6 +316,7 @@ class TruncationSettings:
     closure: str = key("zero", _choice(*CLOSURES))
     size: int = key(400, _integer(2, 20_000))
     draws: int = key(1, _integer(1, 100_000))
+    seed: int = key(0, _integer(0, 1_000_000))
     max_memory_gb: float = key(8.0, _positive)
 
 
