@@ -73,7 +73,7 @@ SPEC = {'config': {'data': {'covariance': 'isotropic', 'exponent': 1.0, 'path': 
                            'observables': ['S1 S2', 'S1 S1', 'S1'],
                            'seed': 0,
                            'size': 400}},
- 'config_hash': '22ff46de489725453d159e4b28a18a73a8f2c28583558e864fac4cbe8ff72572',
+ 'config_hash': 'd0fd0aa7be55bad9ff3790dc7d084633937bea28ba821dacdde59b9239d3ae57',
  'data_file': 'fig1_tied_softmax.25924455f567.npz',
  'degree': 8,
  'source': 'examples/configs/fig1_tied_softmax.toml'}

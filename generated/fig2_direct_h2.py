@@ -73,7 +73,7 @@ SPEC = {'config': {'data': {'covariance': 'isotropic', 'exponent': 1.0, 'path': 
                            'observables': 'all',
                            'seed': 0,
                            'size': 400}},
- 'config_hash': 'e9e2c51d9df88110e731b08a9999b50c486a0ea7262a5a5fabfef0725faafa9d',
+ 'config_hash': 'c20036b2f446923a3f5f0dc687919c00dce3030cb9d168d5a3b18db4b9aca722',
  'data_file': 'fig2_direct_h2.681915dce8b3.npz',
  'degree': 2,
  'source': 'examples/configs/fig2_direct_h2.toml'}

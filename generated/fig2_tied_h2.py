@@ -73,7 +73,7 @@ SPEC = {'config': {'data': {'covariance': 'isotropic', 'exponent': 1.0, 'path': 
                            'observables': ['S1 S2', 'S1 S1', 'S1'],
                            'seed': 0,
                            'size': 400}},
- 'config_hash': '9c496f869f20a4d063d8b7a8b406265418592ba506c156362d47b0bd54e0cd17',
+ 'config_hash': '1e360ec58a86f90a7ff92c95b42cf2da9929e8cacafc629df3254f49180bfe62',
  'data_file': 'fig2_tied_h2.f1a046e33d44.npz',
  'degree': 13,
  'source': 'examples/configs/fig2_tied_h2.toml'}

@@ -73,7 +73,7 @@ SPEC = {'config': {'data': {'covariance': 'isotropic', 'exponent': 1.0, 'path': 
                            'observables': ['M1 M2^T', 'M1 M2'],
                            'seed': 0,
                            'size': 400}},
- 'config_hash': '686d76dea6976a3718ffe8ac604d73175d3db6e3a39da61f98df916571fefe1d',
+ 'config_hash': '60a22f3b9d3ea69f6268a85e0c75be15fc33b3cda83a1f370c11d34ba3baf9ec',
  'data_file': 'fig3_untied_h1.478241ac8361.npz',
  'degree': 4,
  'source': 'examples/configs/fig3_untied_h1.toml'}

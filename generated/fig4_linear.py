@@ -73,7 +73,7 @@ SPEC = {'config': {'data': {'covariance': 'isotropic', 'exponent': 1.0, 'path': 
                            'observables': ['S1 S1', 'S1 S2', 'S1'],
                            'seed': 0,
                            'size': 400}},
- 'config_hash': '7ed2a05ff1d7cb8a55a26c76a572a1399d4c5a25c620cd64171bbca7abf3acf0',
+ 'config_hash': '8c420acc1752cdc27e1b93ff31c8264dfe3134cc0f2fa316fc59b584349c895a',
  'data_file': 'fig4_linear.bf9c05c12b0a.npz',
  'degree': 8,
  'source': 'examples/configs/fig4_linear.toml'}

@@ -95,7 +95,7 @@ SPEC = {'config': {'data': {'covariance': 'isotropic', 'exponent': 1.0, 'path': 
                                            'S1 S2'],
                            'seed': 0,
                            'size': 400}},
- 'config_hash': 'ffadd804ba8b1f70d30a6647d742551f807293a2ab5733bd8ed42485c042bc87',
+ 'config_hash': '09f740e2f1fd2704124094cb9e70adbf8a1a357efc86f46c3b7d7cfa2aeb8838',
  'data_file': 'multihead_softmax.734401b9c5d2.npz',
  'degree': 5,
  'source': 'examples/configs/multihead_softmax.toml'}

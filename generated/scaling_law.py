@@ -73,7 +73,7 @@ SPEC = {'config': {'data': {'covariance': 'power-law', 'exponent': 1.0, 'path': 
                            'observables': ['S1', 'S1 S1', 'S1 S2', 'S1 Sigma'],
                            'seed': 0,
                            'size': 400}},
- 'config_hash': 'fd47d360ffdab60437fa5a1da956bbb7261b0f780c90d887dbc8594c0b60cc2b',
+ 'config_hash': 'b48932d39b82f2a3f8836545a435bb10dee6beecd1f82969777a9f5137fc72cd',
  'data_file': 'scaling_law.ca3e1c74a6f8.npz',
  'degree': 7,
  'source': 'examples/configs/scaling_law.toml'}

@@ -73,7 +73,7 @@ SPEC = {'config': {'data': {'covariance': 'isotropic', 'exponent': 1.0, 'path': 
                            'observables': ['S1 S2', 'S1 S1', 'S1', 'S1 S1 S1'],
                            'seed': 0,
                            'size': 128}},
- 'config_hash': '5b2841ad59b4eef1e30942a2fbf40f435ca9df3f12ce6f48062e68596d32ef26',
+ 'config_hash': 'dab5530f89868e9920e7a18dcf5dbb6c82ecf901cd5230671f2dcfa9d1a23a8a',
  'data_file': 'wishart_teacher.90ed292efbd6.npz',
  'degree': 13,
  'source': 'examples/configs/wishart_teacher.toml'}

@@ -341,6 +341,7 @@ _LATER_KEYS = (
     ("sgd", "exponent"),
     ("integrate", "grid"),
     ("integrate", "log_first"),
+    ("truncation", "seed"),
 )
 
 
