@@ -53,6 +53,13 @@ def test_defaults_are_filled_in():
         (with_change("loss", "activation", "swish"), "unknown activation"),
         (with_change("truncation", "observables", "S1 S2"), "observables must be"),
         (with_change("truncation", "closure", "magic"), "closure must be"),
+        (with_change("truncation", "seed", -1), r"\[truncation\] seed must be an integer ≥ 0 and ≤ 1000000, got"),
+        (with_change("truncation", "seed", 2.5), r"\[truncation\] seed must be an integer ≥ 0 and ≤ 1000000, got"),
+        (with_change("truncation", "seed", True), r"\[truncation\] seed must be an integer ≥ 0 and ≤ 1000000, got"),
+        (
+            with_change("truncation", "seed", 10**7),
+            r"\[truncation\] seed must be an integer ≥ 0 and ≤ 1000000, got 10000000",
+        ),
         (with_change("truncation", "observables", ["S1 S3"]), r"\[truncation\] `observables`: 'S1 S3': letter 'S3'"),
         ({k: v for k, v in MINIMAL.items() if k != "truncation"}, r"\[truncation\] needs `degree`"),
     ],
