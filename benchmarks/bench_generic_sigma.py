@@ -89,7 +89,7 @@ def compare(title, config, size, ensemble, first, robust=None):
     print(f"  the same by Chebyshev (RKC):                          {fast:7.2f} s   ratio {base / fast:5.1f}")
     seconds, _, cpu = timed(config, before=stop_the_worker, after=stop_the_worker, **ensemble)
     cold, cold_cpu = min(seconds), min(cpu)
-    whole, whole_result, _ = timed(config, before=None, **ensemble)  # a worker started by the first, then reused
+    whole, whole_result, _ = timed(config, **ensemble)  # a worker started by the first call, then reused
     warm = min(whole[1:] or whole)
     print(f"  vouching ensemble {ensemble['draws']} × n = {ensemble['size']} (+ n/2), RKC, here + 1 worker: "
           f"cold (worker started) {cold:6.2f} s, ratio {base / cold:5.1f} (target ≥ 20); CPU {cold_cpu:6.2f} s, "
