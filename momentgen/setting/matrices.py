@@ -289,10 +289,17 @@ def trace_moments(words, letters):
     products, transposed = {}, {}
 
     def product(codes):
-        """``Z_1 ⋯ Z_n`` of a tuple of codes that starts with a dense letter (cached)."""
+        """``Z_1 ⋯ Z_n`` of a tuple of codes that starts with a dense letter, left to right from its longest product
+        already made (each prefix cached). A loop, not a recursion: a closure that calls itself is a reference cycle,
+        which kept every call's products (hundreds of n × n matrices) alive until the cyclic garbage collector ran —
+        0.6 GB at n = 256 on an untied flow."""
         if codes not in products:
-            head = letters[codes[0]] if len(codes) == 1 else product(codes[:-1])
-            products[codes] = head if len(codes) == 1 else times_letter(head, letters[codes[-1]], diagonals[codes[-1]])
+            start = max((k for k in range(1, len(codes)) if codes[:k] in products), default=0)
+            value = products[codes[:start]] if start else letters[codes[0]]
+            for k in range(max(start, 1), len(codes)):
+                value = times_letter(value, letters[codes[k]], diagonals[codes[k]])
+                products[codes[: k + 1]] = value
+            products[codes] = value
         return products[codes]
 
     def transpose(codes):
