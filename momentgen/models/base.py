@@ -57,6 +57,8 @@ __all__ = [
     "token_pairs",
     "token_mix",
     "sandwich",
+    "inserted",
+    "decayed",
     "sigma_letter",
     "diagonal_of",
     "identity_like",
@@ -151,10 +153,35 @@ def token_pairs(A, B):
 def sandwich(sigma, X):
     """``Σ X Σ`` (X itself for isotropic tokens, ``sigma`` None): the inserted letter of a flow with Σ (MATH.md §10);
     a diagonal Σ (its eigenbasis: the power-law and eigenvalue-file laws) scales rows and columns, O(d²)."""
+    return inserted(sigma, [(1.0, X)])
+
+
+def inserted(sigma, terms):
+    """``Σ (Σ_l c_l X_l) Σ`` for ``terms`` [(c_l, X_l), …] (the sum itself for isotropic tokens, ``sigma`` None): the
+    inserted letter of a flow (MATH.md §3–§5, §10), built in one new array — each term added to it in turn, a term
+    with c = 0 skipped, a diagonal Σ (its eigenbasis: the power-law and eigenvalue-file laws) applied by scaling its
+    rows and columns in place, O(d²). One array, not one per operation: at d = 256 each fresh d × d array costs
+    about as much as the arithmetic done in it."""
+    live = [(c, X) for c, X in terms if c != 0] or [(0.0, terms[0][1])]
+    (c, X), rest = live[0], live[1:]
+    out = c * X
+    for c, X in rest:
+        out += c * X
     if sigma is None:
-        return X
+        return out
     diagonal = diagonal_of(sigma)
-    return sigma @ X @ sigma if diagonal is None else diagonal[:, None] * X * diagonal[None, :]
+    if diagonal is None:
+        return sigma @ out @ sigma
+    out *= diagonal[:, None]
+    out *= diagonal[None, :]
+    return out
+
+
+def decayed(velocity, rate, factor):
+    """``velocity − rate · factor`` in place (weight decay), ``velocity`` as it is where ``rate`` is 0."""
+    if rate != 0:
+        velocity -= rate * factor
+    return velocity
 
 
 def shifted(factor, step, c=1.0):

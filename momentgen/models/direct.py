@@ -13,7 +13,18 @@ not close, so neither does the hierarchy.
 import numpy as np
 
 from ..core.errors import ModelError
-from .base import Family, KindLaws, KindMatrices, ModelKind, Rule, sandwich, sigma_letter, token_mix, token_pairs
+from .base import (
+    Family,
+    KindLaws,
+    KindMatrices,
+    ModelKind,
+    Rule,
+    decayed,
+    inserted,
+    sigma_letter,
+    token_mix,
+    token_pairs,
+)
 
 __all__ = ["DIRECT", "Direct"]
 
@@ -28,9 +39,13 @@ class DirectMatrices(KindMatrices):
     def factor_velocities(self, model, factors, coefficients, letters=None):
         A, B, gamma = coefficients["A"], coefficients["B"], coefficients["gamma"]
         sigma = sigma_letter(model, self.letter_matrices(factors) if letters is None else letters)
+        pairs = [(factors[l], factors[l].T, l) for l in range(model.K)]
         return [
-            -2 * sandwich(sigma, sum(A[k - 1, l] * factors[l] + B[k - 1, l] * factors[l].T for l in range(model.K)))
-            - gamma * S
+            decayed(
+                inserted(sigma, [t for X, Xt, l in pairs for t in ((-2 * A[k - 1, l], X), (-2 * B[k - 1, l], Xt))]),
+                gamma,
+                S,
+            )
             if k in model.trainable
             else np.zeros_like(S)
             for k, S in enumerate(factors, start=1)

@@ -34,7 +34,8 @@ from .base import (
     KindMatrices,
     ModelKind,
     Rule,
-    sandwich,
+    decayed,
+    inserted,
     sigma_letter,
     single_letter_overlap,
     single_letter_words,
@@ -59,7 +60,7 @@ class SymmetricMatrices(KindMatrices):
         Gamma, gamma = coefficients["Gamma"], coefficients["gamma"]
         sigma = sigma_letter(model, self.letter_matrices(factors) if letters is None else letters)
         return [
-            -2 * sandwich(sigma, sum(Gamma[k - 1, l] * factors[l] for l in range(model.K))) - gamma * S
+            decayed(inserted(sigma, [(-2 * Gamma[k - 1, l], factors[l]) for l in range(model.K)]), gamma, S)
             if k in model.trainable
             else np.zeros_like(S)
             for k, S in enumerate(factors, start=1)

@@ -20,8 +20,9 @@ from .base import (
     KindMatrices,
     ModelKind,
     Rule,
+    decayed,
+    inserted,
     psd_root,
-    sandwich,
     sigma_letter,
     single_letter_overlap,
     single_letter_words,
@@ -49,7 +50,7 @@ class TiedMatrices(KindMatrices):
         S = self.letter_matrices(factors) if letters is None else letters
         sigma = sigma_letter(model, S)
         return [
-            -sandwich(sigma, sum(Gamma[k - 1, l] * S[l] for l in range(model.K))) @ W - gamma / 4 * W
+            decayed(inserted(sigma, [(-Gamma[k - 1, l], S[l]) for l in range(model.K)]) @ W, gamma / 4, W)
             if k in model.trainable
             else np.zeros_like(W)
             for k, W in enumerate(factors, start=1)

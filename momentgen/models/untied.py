@@ -24,9 +24,10 @@ from .base import (
     KindMatrices,
     ModelKind,
     Rule,
+    decayed,
     identity_like,
+    inserted,
     psd_root,
-    sandwich,
     sigma_letter,
     token_mix,
     token_pairs,
@@ -57,9 +58,12 @@ class UntiedMatrices(KindMatrices):
                 out.append((np.zeros_like(U), np.zeros_like(V)))
                 continue
             bias = beta[k - 1] * (identity_like(U) if sigma is None else sigma)
-            drive = sandwich(sigma, sum(a1[k - 1, l] * M[l] + a2[k - 1, l] * M[l].T for l in range(model.K)))
-            drive_bar = sandwich(sigma, sum(a1[k - 1, l] * M[l].T + a2[k - 1, l] * M[l] for l in range(model.K)))
-            out.append((-(bias + 2 * drive) @ V - gamma * U, -(bias + 2 * drive_bar) @ U - gamma * V))
+            pairs = [(-2 * a1[k - 1, l], -2 * a2[k - 1, l], M[l]) for l in range(model.K)]
+            drive = inserted(sigma, [t for c1, c2, X in pairs for t in ((c1, X), (c2, X.T))])
+            drive_bar = inserted(sigma, [t for c1, c2, X in pairs for t in ((c1, X.T), (c2, X))])
+            drive -= bias
+            drive_bar -= bias
+            out.append((decayed(drive @ V, gamma, U), decayed(drive_bar @ U, gamma, V)))
         return out
 
     def sgd_step(self, model, factors, batch, lr, gamma):
