@@ -39,7 +39,7 @@ on the real line (no ``1/G``, ``log(G²)``): otherwise its Gaussian expectation 
 import ast
 import math
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 import sympy
@@ -399,15 +399,15 @@ def _checked(loss):
                 f"≤ {degree} in {len(loss.expr.free_symbols)} variables (limit "
                 f"{LIMITS['moments']:.0e}): lower the degree or use fewer variables"
             )
-    for order, expr in enumerate(_derivatives(loss)):
-        bad = _singular_part(expr)
-        if bad is not None:
-            what = ("the loss", "its gradient", "its second derivatives")[order]
-            raise UnsupportedLoss(
-                f"loss {_short(loss.name)} is singular on the real line: {what} contains {bad}, "
-                "which is infinite (or undefined) where its argument is 0 — its Gaussian "
-                "expectation need not exist; use a loss that is smooth for every real G"
-            )
+    singular = _singularity(loss.expr)
+    if singular is not None:
+        order, bad = singular
+        what = ("the loss", "its gradient", "its second derivatives")[order]
+        raise UnsupportedLoss(
+            f"loss {_short(loss.name)} is singular on the real line: {what} contains {bad}, "
+            "which is infinite (or undefined) where its argument is 0 — its Gaussian "
+            "expectation need not exist; use a loss that is smooth for every real G"
+        )
     return loss
 
 
@@ -431,12 +431,24 @@ def _check_real(loss):
             )
 
 
-def _derivatives(loss):
+@lru_cache(maxsize=256)
+def _singularity(expr):
+    """(0, 1 or 2, the singular part) of the first of ℓ = ``expr``, its gradient and its second derivatives that is
+    singular on the real line (`_singular_part`), or None. Cached by expression: the symbolic derivatives are almost
+    all of a loss's parse time (softmax-mse at L = 3: 1.7 s), and every configuration that names the loss parses it."""
+    for order, part in enumerate(_derivatives(expr)):
+        bad = _singular_part(part)
+        if bad is not None:
+            return order, bad
+    return None
+
+
+def _derivatives(expr):
     """ℓ, and the distinct first and second derivatives' terms (as sums), for the singularity check."""
-    used = sorted(loss.expr.free_symbols, key=str)
-    first = [sympy.diff(loss.expr, v) for v in used]
+    used = sorted(expr.free_symbols, key=str)
+    first = [sympy.diff(expr, v) for v in used]
     second = [sympy.diff(g, v) for g in first for v in used]
-    return loss.expr, sympy.Add(*first), sympy.Add(*second)
+    return expr, sympy.Add(*first), sympy.Add(*second)
 
 
 def _singular_part(expr):

@@ -148,3 +148,22 @@ def test_multihead_heads_key_is_checked():
         parse_config({**base, "loss": {"builtin": "softmax-mse", "heads": [[1, 2], [3, 4]]}})
     with pytest.raises(ConfigError, match="heads"):
         parse_config({**base, "loss": {"builtin": "multihead-softmax-mse", "heads": [[1, 2]]}})
+
+
+def test_the_singularity_check_is_made_once_per_loss_and_still_refuses_on_every_parse():
+    """The symbolic derivatives of the singularity check are almost all of a loss's parse time (softmax-mse at L = 3:
+    1.7 s), so their verdict is kept per expression: a second parse of the same loss reuses it (a cache hit, the
+    derivatives not taken again), and a singular loss is refused again, with the same message, on every parse."""
+    from momentgen.setting import losses
+
+    builtin("softmax-mse", L=2, K=2)
+    hits = losses._singularity.cache_info().hits
+    again = builtin("softmax-mse", L=2, K=2)
+    assert losses._singularity.cache_info().hits == hits + 1
+    assert again.expr == builtin("softmax-mse", L=2, K=2).expr
+    messages = []
+    for _ in range(2):
+        with pytest.raises(UnsupportedLoss, match="the loss contains log") as refused:
+            parse_expression("G[1,1,1]**3 * log(G[1,1,1]**2)", 1, 2)
+        messages.append(str(refused.value))
+    assert messages[0] == messages[1]

@@ -77,16 +77,19 @@ def kron(A, B):
     return (A[:, None, :, None] * B[None, :, None, :]).reshape(A.shape[0] * B.shape[0], A.shape[1] * B.shape[1])
 
 
-def _check_psd(w, name, Q1, Q2):
-    """Raise unless the eigenvalues ``w`` of ``name`` are ≥ 0 to the integrators' tolerance (10⁻⁸
-    relative: a student that has converged onto its teacher sits on the boundary, Q1 + Q2 singular,
-    and states within rtol = 10⁻⁹ of it reach −5e-10); the message is built only on failure (this
-    runs at every evaluation)."""
-    _check_extremes(np.min(w), np.max(np.abs(w)), name, Q1, Q2)
+def check_feasible(Q1, Q2):
+    """Raise unless Q1 + Q2 and Q1 − Q2 (their symmetric parts) have eigenvalues ≥ 0 to the integrators' tolerance
+    (10⁻⁸ relative: a student that has converged onto its teacher sits on the boundary, Q1 + Q2 singular, and states
+    within rtol = 10⁻⁹ of it reach −5e-10). Both spectra in one LAPACK call, the message built only on failure: this
+    runs at every evaluation of Φ, where numpy's per-call overhead is most of the cost."""
+    both = np.stack([Q1 + Q2, Q1 - Q2])
+    spectra = np.linalg.eigvalsh(0.5 * (both + both.transpose(0, 2, 1)))
+    for name, lowest, largest in zip(("Q1 + Q2", "Q1 - Q2"), spectra[:, 0], np.abs(spectra).max(axis=1)):
+        _check_extremes(lowest, largest, name, Q1, Q2)
 
 
 def _check_extremes(lowest, largest, name, Q1, Q2):
-    """`_check_psd` from the smallest eigenvalue and the largest in size."""
+    """`check_feasible` of one matrix, from its smallest eigenvalue and its largest in size."""
     if lowest < -1e-8 * max(1.0, largest):
         raise InfeasibleState(
             f"order parameters outside the feasible set: {name} has eigenvalue {lowest:.3g} < 0 at "
@@ -96,7 +99,7 @@ def _check_extremes(lowest, largest, name, Q1, Q2):
 
 
 def _psd_root(Q, name, Q1, Q2):
-    """The square root of the symmetric part of ``Q``, after `_check_psd` (negative rounding clipped to 0)."""
+    """The square root of the symmetric part of ``Q``, after `check_feasible`'s test (negative rounding to 0)."""
     root, lowest, largest = _symmetric_root(np.ascontiguousarray(Q, dtype=float))
     _check_extremes(lowest, largest, name, Q1, Q2)
     return root

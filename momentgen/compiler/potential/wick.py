@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
-from .geometry import _check_psd
+from .geometry import check_feasible
 from .values import PotentialValue, SecondDerivatives
 
 
@@ -104,8 +104,7 @@ class _Wick:
 
     def evaluate(self, m, Q1, Q2, estimate_error):
         K = self.K
-        for name, Q in (("Q1 + Q2", Q1 + Q2), ("Q1 - Q2", Q1 - Q2)):
-            _check_psd(np.linalg.eigvalsh(0.5 * (Q + Q.T)), name, Q1, Q2)
+        check_feasible(Q1, Q2)
         out = np.array(self._function(*m, *Q1.ravel(), *Q2.ravel()), dtype=float)
         dQ1, dQ2 = out[1 : 1 + K * K].reshape(K, K), out[1 + K * K : 1 + 2 * K * K].reshape(K, K)
         b = out[1 + 2 * K * K : 1 + 2 * K * K + K]
