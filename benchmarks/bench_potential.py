@@ -12,9 +12,14 @@ multiplied out are sums of pair-of-heads terms (2-dimensional integrals), agains
 potential integrated row by row (4-dimensional, what momentgen did before), both calibrated to
 rtol = 1e-4 and timed in interleaved pairs at a state along the run.
 
+Third part: a loss's parse (what every `load_config` and every ensemble worker pays) — the first in a process, whose
+singularity check takes the loss's symbolic first and second derivatives, against a second parse of the same loss,
+which reuses the check's verdict (`momentgen.setting.losses._singularity`); softmax-mse at L = 2 and 3.
+
 Run: ``make bench`` (or ``python benchmarks/bench_potential.py``).
 """
 
+import functools
 import time
 
 import numpy as np
@@ -22,6 +27,7 @@ import sympy
 from common import best, paired, pick, row_by_row
 
 from momentgen.compiler.potential import Potential
+from momentgen.setting import losses
 from momentgen.setting.losses import builtin
 
 BUDGET_MS = 5.0
@@ -106,6 +112,19 @@ def main():
     )
 
     multihead()
+    parses()
+
+
+def parses():
+    """A loss's first parse in a process (its singularity check made) against a second one (its verdict reused)."""
+    print("\nparsing a loss: the first time in a process (singularity check) vs again (its verdict kept)")
+    for tokens in pick((2, 3), (2,)):
+        losses._singularity.cache_clear()
+        start = time.perf_counter()
+        builtin("softmax-mse", L=tokens, K=2)
+        first = time.perf_counter() - start
+        again = best(functools.partial(builtin, "softmax-mse", L=tokens, K=2), repeat=5)
+        print(f"softmax-mse, L = {tokens}: first {first:.3f} s, again {again * 1e3:.2f} ms, ratio {first / again:.0f}")
 
 
 def multihead():
