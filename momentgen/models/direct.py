@@ -39,15 +39,13 @@ class DirectMatrices(KindMatrices):
     def factor_velocities(self, model, factors, coefficients, letters=None):
         A, B, gamma = coefficients["A"], coefficients["B"], coefficients["gamma"]
         sigma = sigma_letter(model, self.letter_matrices(factors) if letters is None else letters)
-        pairs = [(factors[l], factors[l].T, l) for l in range(model.K)]
+
+        def drive(k):
+            """Σ(−2 Σ_l (A_kl S_l + B_kl S_lᵀ))Σ."""
+            return inserted(sigma, [t for l, X in enumerate(factors) for t in ((-2 * A[k, l], X), (-2 * B[k, l], X.T))])
+
         return [
-            decayed(
-                inserted(sigma, [t for X, Xt, l in pairs for t in ((-2 * A[k - 1, l], X), (-2 * B[k - 1, l], Xt))]),
-                gamma,
-                S,
-            )
-            if k in model.trainable
-            else np.zeros_like(S)
+            decayed(drive(k - 1), gamma, S) if k in model.trainable else np.zeros_like(S)
             for k, S in enumerate(factors, start=1)
         ]
 
