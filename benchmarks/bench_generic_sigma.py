@@ -23,8 +23,8 @@ from unittest import mock
 
 import numpy as np
 from common import pick
-from joblib.executor import get_memmapping_executor
 
+from momentgen.core.parallel import stop_shared_workers
 from momentgen.dynamics import closures
 from momentgen.dynamics.closures import GENERIC_SIGMA_ENSEMBLE, ROBUST_SIGMA_ENSEMBLE, solve_with_closure
 from momentgen.setting.config import load_config
@@ -66,8 +66,8 @@ def timed(config, stepper=None, before=None, after=None, **resolution):
 
 
 def stop_the_worker():
-    """End the worker process the ensembles share (joblib's reusable executor): the next solve starts one afresh."""
-    get_memmapping_executor(1).shutdown(wait=True)
+    """End the worker process the ensembles share: the next solve starts one afresh."""
+    stop_shared_workers()
 
 
 def untied_config():

@@ -1,22 +1,28 @@
-"""Independent tasks in parallel: processes on this machine (joblib, loky), or a Dask cluster.
+"""Independent tasks in parallel: processes on this machine (joblib, loky; an ensemble's batch on processes forked
+from this one, `_shared_pool`), or a Dask cluster.
 
 Each worker process limits itself to one BLAS thread (the CLI and the Makefile set
 ``OPENBLAS_NUM_THREADS=1``; on shared 2-core machines two BLAS threads per process were up to
 16× slower for the SGD loops).
 """
 
+import multiprocessing
 import os
+import pickle
 import re
+import sys
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 
+import cloudpickle
 import joblib
 from joblib.executor import get_memmapping_executor
 
 from .errors import MomentgenError
 from .progress import Progress
 
-__all__ = ["run_tasks", "check_n_jobs", "check_scheduler", "MAX_JOBS"]
+__all__ = ["run_tasks", "check_n_jobs", "check_scheduler", "stop_shared_workers", "MAX_JOBS"]
 
 #: the most worker processes a run may ask for
 MAX_JOBS = 1024
@@ -29,9 +35,9 @@ def run_tasks(tasks, n_jobs=None, scheduler=None, progress=None, share=False):
     same joblib code then runs on the cluster's workers. ``progress``: finished tasks on stderr
     (`momentgen.core.progress.Progress`: by default a bar in a terminal or notebook, a status line every 30 s in
     a log). ``share`` (no scheduler): the calling process runs the first task itself while ``n_jobs − 1`` worker
-    processes take the others from the front and it takes them from the back (`_shared`) — one process start and one
-    import of the package fewer, which is most of a short batch's overhead (a worker's start costs about 1 s here),
-    and a worker still starting takes fewer tasks.
+    processes take the others from the front and it takes them from the back (`_shared`) — one process start fewer,
+    and a worker still starting takes fewer tasks; on Linux those workers are forked from this process
+    (`_shared_pool`), so none of them imports the package again (a fresh worker's import costs about 1 s here).
     """
     jobs = [joblib.delayed(function)(*args) for function, args in tasks]
     check_n_jobs(n_jobs)
@@ -93,12 +99,11 @@ QUEUED_PER_WORKER = 2
 
 def _shared(tasks, workers, progress):
     """`run_tasks` with ``share``: this process runs task 0, then the tasks from the back, one at a time, while
-    ``workers`` reusable worker processes take them from the front (handed out as their results arrive: two each
-    while many remain — one waits while one runs, over a result's ≈ 70 ms round trip —, one each near the end). A
-    worker still starting (importing the package, ≈ 1 s) so takes fewer tasks than one already running, and neither
-    side is left with a queue at the end. Results in order."""
-    # joblib's own reusable executor (the one its loky backend shares), so that later joblib calls can reuse it
-    executor = get_memmapping_executor(workers, initializer=_exit_with_parent)
+    ``workers`` reusable worker processes (`_shared_pool`) take them from the front (handed out as their results
+    arrive: two each while many remain — one waits while one runs, over a result's round trip —, one each near the
+    end). A worker still starting so takes fewer tasks than one already running, and neither side is left with a
+    queue at the end. Results in order."""
+    executor = _shared_pool(workers)
     results, handed, lock = [None] * len(tasks), {}, threading.RLock()
     ends = {"front": 1, "back": len(tasks) - 1}  # the workers' next task, and this process's
 
@@ -122,32 +127,90 @@ def _shared(tasks, workers, progress):
                 if index is None:
                     break
                 function, args = tasks[index]
-                fresh.append(handed.setdefault(index, executor.submit(function, *args)))
+                try:
+                    future = executor.submit(_call, cloudpickle.dumps((function, args)))
+                except RuntimeError:  # a broken pool, or one shut down by an interruption: run here when collected
+                    break
+                fresh.append(handed.setdefault(index, future))
         for future in fresh:  # outside the lock: a future already done calls back at once
             future.add_done_callback(hand_out)
 
-    with Progress(len(tasks), "tasks", "task", progress) as counter:
-        for _ in range(workers):
-            hand_out()
-        index, here = 0, []
-        while index is not None:
-            function, args = tasks[index]
-            results[index] = function(*args)
-            here.append(index)
-            counter.update()
-            index = take("back", -1)
-        with lock:
-            collected = dict(handed)
-        for i in range(1, len(tasks)):
-            if i in collected:
-                results[i] = collected[i].result()
-            elif i not in here:  # taken by a hand-out that could not submit it (a broken pool): run it here
-                function, args = tasks[i]
-                results[i] = function(*args)
-            else:
-                continue
-            counter.update()
+    try:
+        with Progress(len(tasks), "tasks", "task", progress) as counter:
+            for _ in range(workers):
+                hand_out()
+            index, here = 0, []
+            while index is not None:
+                function, args = tasks[index]
+                results[index] = function(*args)
+                here.append(index)
+                counter.update()
+                index = take("back", -1)
+            with lock:
+                collected = dict(handed)
+            _collect(tasks, results, collected, here, counter)
+    except BaseException:  # an error, Ctrl-C or SIGTERM (`momentgen.interface.cli`): the workers' tasks end too
+        stop_shared_workers(kill=True)
+        raise
     return results
+
+
+def _collect(tasks, results, handed, here, counter):
+    """Fill ``results`` of a `_shared` batch with the workers' (``handed``: index → future) and run here each task taken
+    but never handed out (a broken pool), counting each on ``counter``; ``here``: the indices this process ran."""
+    for i in range(1, len(tasks)):
+        if i in handed:
+            results[i] = handed[i].result()
+        elif i not in here:
+            function, args = tasks[i]
+            results[i] = function(*args)
+        else:
+            continue
+        counter.update()
+
+
+def _call(payload):
+    """``function(*args)`` of a task `_shared` handed out as ``cloudpickle.dumps((function, args))``: a function of
+    ``__main__`` (a notebook's, a script's) travels by value, as loky sends it, and so is the one the caller has now —
+    a worker forked before it was defined, or redefined, would not know it by name."""
+    function, args = pickle.loads(payload)
+    return function(*args)
+
+
+_FORKED = {}  # `_shared_pool`'s pool of forked workers, kept for the next batch: {"pool": …, "workers": n}
+
+
+def _shared_pool(workers):
+    """The reusable pool of ``workers`` processes that `_shared` hands tasks to, kept for the next shared batch (a
+    notebook's second solve). On Linux its workers are forked from this process: they start with the package imported
+    and its kernels compiled, where a fresh interpreter spends about 1 CPU second importing it — on the default
+    ensemble of a generic Σ case a cold solve took 2.5 s and 4.9 CPU seconds with fresh workers, 1.8 s and 3.3 with
+    forked ones, the same result to the last bit (`benchmarks/bench_generic_sigma.py`). Elsewhere (fork is unsafe on
+    macOS and absent on Windows) joblib's reusable executor, whose workers start afresh."""
+    if not sys.platform.startswith("linux"):
+        return get_memmapping_executor(workers, initializer=_exit_with_parent)
+    held = _FORKED.get("pool")
+    if held is not None and (_FORKED["workers"] != workers or held._broken):  # a dead worker breaks the whole pool
+        stop_shared_workers()
+    if "pool" not in _FORKED:
+        fork = multiprocessing.get_context("fork")
+        _FORKED["pool"] = ProcessPoolExecutor(workers, mp_context=fork, initializer=_exit_with_parent)
+        _FORKED["workers"] = workers
+    return _FORKED["pool"]
+
+
+def stop_shared_workers(kill=False):
+    """End the worker processes `_shared` keeps between batches: the next shared batch starts them afresh, as a new
+    process's first one does (the benchmarks time a cold ensemble so). ``kill``: at once, their running tasks
+    abandoned (a failed or interrupted batch), else when those tasks are done."""
+    held = _FORKED.pop("pool", None)
+    if held is not None:
+        if kill:
+            for process in list(held._processes.values()):  # no public way before Python 3.14's terminate_workers
+                process.terminate()
+        held.shutdown(wait=not kill, cancel_futures=kill)
+    if not sys.platform.startswith("linux"):
+        get_memmapping_executor(1).shutdown(wait=not kill, kill_workers=kill)
 
 
 def _exit_with_parent(period=1.0):

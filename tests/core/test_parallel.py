@@ -2,7 +2,10 @@
 the last ones."""
 
 import os
+import sys
 import time
+
+import pytest
 
 from momentgen.core import parallel
 from momentgen.core.parallel import run_tasks
@@ -22,8 +25,8 @@ def test_a_shared_batch_runs_its_first_and_last_tasks_here_and_keeps_the_order()
     results = run_tasks(tasks, n_jobs=2, progress=False, share=True)
     assert results[0] == os.getpid() and results[1:4] == [1, 2, 3]
     assert results[-1] == os.getpid() and set(results[4:]) - {os.getpid()}, results  # the worker ran some of them
-    # the worker pool is joblib's own: a plain joblib batch runs after it (a README snippet that solved an ensemble
-    # and then compared runs once failed here on loky's bare reusable executor)
+    # a plain joblib batch runs after it (a README snippet that solved an ensemble and then compared runs once failed
+    # here, when the shared pool was loky's bare reusable executor)
     assert run_tasks([(abs, (-5,)), (abs, (-6,))], n_jobs=2, progress=False) == [5, 6]
 
 
@@ -31,7 +34,7 @@ def test_a_task_whose_hand_out_failed_runs_here(monkeypatch):
     """A worker pool that refuses a task after its first (a broken pool: ``submit`` raises, in the thread that hands
     the next task out as a result arrives): the batch still returns every result, in order — the task taken but never
     submitted runs in this process."""
-    real = parallel.get_memmapping_executor(1, initializer=parallel._exit_with_parent)
+    real = parallel._shared_pool(1)
     assert real.submit(abs, -1).result() == 1  # the worker is up before the batch: its first task returns at once
     calls = []
 
@@ -42,7 +45,91 @@ def test_a_task_whose_hand_out_failed_runs_here(monkeypatch):
                 raise RuntimeError("the pool is broken")
             return real.submit(function, *args)
 
-    monkeypatch.setattr(parallel, "get_memmapping_executor", lambda *args, **kwargs: Refusing())
+    monkeypatch.setattr(parallel, "_shared_pool", lambda workers: Refusing())
     tasks = [(_pid_after, (0.5,))] + [(abs, (-k,)) for k in range(1, 4)]
     assert run_tasks(tasks, n_jobs=2, progress=False, share=True)[1:] == [1, 2, 3]
     assert len(calls) == 2  # the second hand-out failed
+
+
+_SET_AT_RUN_TIME = {}
+
+
+def _seen_by_worker():
+    return os.getpid(), dict(_SET_AT_RUN_TIME)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="shared workers are forked on Linux only")
+def test_shared_workers_are_forked_from_this_process_and_kept():
+    """On Linux a shared batch's workers are forked from this process, so they start with what it holds — here a value
+    set at run time, which a freshly started interpreter importing this module would not see — and the next batch
+    reuses them; `stop_shared_workers` ends them and the next batch forks new ones that see the state of then."""
+    parallel.stop_shared_workers()
+    _SET_AT_RUN_TIME["value"] = 1
+    tasks = [(time.sleep, (0.3,))] + [(_seen_by_worker, ()) for _ in range(3)]
+    first = run_tasks(tasks, n_jobs=2, progress=False, share=True)[1:]
+    workers = {pid for pid, seen in first if pid != os.getpid()}
+    assert workers and all(seen == {"value": 1} for _, seen in first), first
+    _SET_AT_RUN_TIME["value"] = 2
+    again = run_tasks(tasks, n_jobs=2, progress=False, share=True)[1:]
+    assert {pid for pid, _ in again if pid != os.getpid()} <= workers  # kept: the old value stays in them
+    assert all(seen == {"value": 1} for pid, seen in again if pid != os.getpid()), again
+    parallel.stop_shared_workers()
+    fresh = run_tasks(tasks, n_jobs=2, progress=False, share=True)[1:]
+    assert all(seen == {"value": 2} for _, seen in fresh), fresh
+
+
+def test_a_function_defined_after_the_workers_started_reaches_them_as_it_is_now():
+    """Shared workers are kept between batches (on Linux forked from this process): a function of ``__main__`` (a
+    notebook's) defined — or redefined — after they started still runs in them as the caller defines it now, since it
+    travels by value (a worker that looked it up by name would not find it, or would run the old one)."""
+    run_tasks([(abs, (-1,)), (abs, (-2,))], n_jobs=2, progress=False, share=True)  # the workers are up
+    main = sys.modules["__main__"]
+    for offset in (10, 20):
+        namespace = {"__name__": "__main__"}
+        exec(f"def shifted(k):\n    return k + {offset}\n", namespace)  # noqa: S102 - a notebook cell's definition
+        main.shifted = namespace["shifted"]
+        tasks = [(time.sleep, (0.3,))] + [(_on_worker, (main.shifted, k)) for k in range(3)]
+        results = run_tasks(tasks, n_jobs=2, progress=False, share=True)[1:]
+        assert [value for value, _ in results] == [k + offset for k in range(3)], results
+        assert any(pid != os.getpid() for _, pid in results), results
+    del main.shifted
+
+
+def _on_worker(function, k):
+    return function(k), os.getpid()
+
+
+def _sleep_after_writing_pid(path):
+    path.write_text(str(os.getpid()))
+    time.sleep(60)
+
+
+def _raise_once_a_worker_runs(path):
+    while not path.exists() or not path.read_text():
+        time.sleep(0.05)
+    raise ValueError("this draw failed")
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return "zombie" not in status.read()
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_failed_or_interrupted_batch_ends_its_workers_tasks(tmp_path):
+    """An error in this process (or Ctrl-C, SIGTERM: the CLI raises KeyboardInterrupt for both) while a worker runs a
+    long task: the error comes back, and the worker is ended rather than waited for (an interrupted ensemble of
+    minute-long draws used to wait for the running one before it exited); the next batch starts a fresh one."""
+    path = tmp_path / "pid"
+    tasks = [(_raise_once_a_worker_runs, (path,)), (_sleep_after_writing_pid, (path,))]
+    with pytest.raises(ValueError, match="this draw failed"):
+        run_tasks(tasks, n_jobs=2, progress=False, share=True)
+    worker = int(path.read_text())
+    deadline = time.monotonic() + 30  # far below the task's 60 s: ended, not finished
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(worker)
+    assert run_tasks([(abs, (-1,)), (abs, (-2,))], n_jobs=2, progress=False, share=True) == [1, 2]
