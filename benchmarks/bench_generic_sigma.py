@@ -8,7 +8,9 @@ and 4 of size 64, stepped by Runge–Kutta–Chebyshev, in this process and one 
 run, the baseline — the matrix-model closure at its default n = 400 (with its n = 200 leg) stepped as before this
 change, by DOP853 at rtol 1e-9 — and the same n = 400 closure stepped by Chebyshev, which isolates the stepper's
 share: best of ``REPEAT`` each. The ensemble is timed cold — its worker process started afresh before each call,
-what a fresh `momentgen solve` pays — and warm, the worker reused (a notebook's second solve); both are printed. Beside
+what a fresh `momentgen solve` pays — and warm (a notebook's second solve); both are printed. On Linux each solve
+forks its worker from the solving process (`momentgen.core.parallel`), so the two are the same; elsewhere the worker
+is a fresh interpreter, kept between solves. Beside
 the wall time of a cold call, its CPU time (this process and the worker, reaped after the call so that the system
 counts it): the ensemble runs on two processes and the baseline on one, so the CPU ratio is what a busy machine pays.
 The risks are compared with each other here; against the d → ∞ curve (own finite-d flows extrapolated in 1/d) in
@@ -23,8 +25,8 @@ from unittest import mock
 
 import numpy as np
 from common import pick
+from joblib.executor import get_memmapping_executor
 
-from momentgen.core.parallel import stop_shared_workers
 from momentgen.dynamics import closures
 from momentgen.dynamics.closures import GENERIC_SIGMA_ENSEMBLE, ROBUST_SIGMA_ENSEMBLE, solve_with_closure
 from momentgen.setting.config import load_config
@@ -66,8 +68,9 @@ def timed(config, stepper=None, before=None, after=None, **resolution):
 
 
 def stop_the_worker():
-    """End the worker process the ensembles share: the next solve starts one afresh."""
-    stop_shared_workers()
+    """End the worker process the ensembles share where one is kept between solves (joblib's reusable executor:
+    not on Linux, where each solve forks its own): the next solve starts one afresh."""
+    get_memmapping_executor(1).shutdown(wait=True)
 
 
 def untied_config():

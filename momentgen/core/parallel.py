@@ -6,6 +6,7 @@ Each worker process limits itself to one BLAS thread (the CLI and the Makefile s
 16× slower for the SGD loops).
 """
 
+import contextlib
 import multiprocessing
 import os
 import pickle
@@ -22,7 +23,7 @@ from joblib.executor import get_memmapping_executor
 from .errors import MomentgenError
 from .progress import Progress
 
-__all__ = ["run_tasks", "check_n_jobs", "check_scheduler", "stop_shared_workers", "MAX_JOBS"]
+__all__ = ["run_tasks", "check_n_jobs", "check_scheduler", "MAX_JOBS"]
 
 #: the most worker processes a run may ask for
 MAX_JOBS = 1024
@@ -99,11 +100,16 @@ QUEUED_PER_WORKER = 2
 
 def _shared(tasks, workers, progress):
     """`run_tasks` with ``share``: this process runs task 0, then the tasks from the back, one at a time, while
-    ``workers`` reusable worker processes (`_shared_pool`) take them from the front (handed out as their results
+    ``workers`` worker processes (`_shared_pool`) take them from the front (handed out as their results
     arrive: two each while many remain — one waits while one runs, over a result's round trip —, one each near the
     end). A worker still starting so takes fewer tasks than one already running, and neither side is left with a
     queue at the end. Results in order."""
-    executor = _shared_pool(workers)
+    with _shared_pool(workers) as executor:
+        return _shared_batch(tasks, workers, progress, executor)
+
+
+def _shared_batch(tasks, workers, progress, executor):
+    """`_shared` on the pool ``executor``."""
     results, handed, lock = [None] * len(tasks), {}, threading.RLock()
     ends = {"front": 1, "back": len(tasks) - 1}  # the workers' next task, and this process's
 
@@ -135,23 +141,19 @@ def _shared(tasks, workers, progress):
         for future in fresh:  # outside the lock: a future already done calls back at once
             future.add_done_callback(hand_out)
 
-    try:
-        with Progress(len(tasks), "tasks", "task", progress) as counter:
-            for _ in range(workers):
-                hand_out()
-            index, here = 0, []
-            while index is not None:
-                function, args = tasks[index]
-                results[index] = function(*args)
-                here.append(index)
-                counter.update()
-                index = take("back", -1)
-            with lock:
-                collected = dict(handed)
-            _collect(tasks, results, collected, here, counter)
-    except BaseException:  # an error, Ctrl-C or SIGTERM (`momentgen.interface.cli`): the workers' tasks end too
-        stop_shared_workers(kill=True)
-        raise
+    with Progress(len(tasks), "tasks", "task", progress) as counter:
+        for _ in range(workers):
+            hand_out()
+        index, here = 0, []
+        while index is not None:
+            function, args = tasks[index]
+            results[index] = function(*args)
+            here.append(index)
+            counter.update()
+            index = take("back", -1)
+        with lock:
+            collected = dict(handed)
+        _collect(tasks, results, collected, here, counter)
     return results
 
 
@@ -170,47 +172,43 @@ def _collect(tasks, results, handed, here, counter):
 
 
 def _call(payload):
-    """``function(*args)`` of a task `_shared` handed out as ``cloudpickle.dumps((function, args))``: a function of
-    ``__main__`` (a notebook's, a script's) travels by value, as loky sends it, and so is the one the caller has now —
-    a worker forked before it was defined, or redefined, would not know it by name."""
+    """``function(*args)`` of a task `_shared` handed out as ``cloudpickle.dumps((function, args))``: a lambda or a
+    nested function (a notebook's schedule in a configuration) travels by value, as loky sends it, where pickle
+    refuses it."""
     function, args = pickle.loads(payload)
     return function(*args)
 
 
-_FORKED = {}  # `_shared_pool`'s pool of forked workers, kept for the next batch: {"pool": …, "workers": n}
-
-
+@contextlib.contextmanager
 def _shared_pool(workers):
-    """The reusable pool of ``workers`` processes that `_shared` hands tasks to, kept for the next shared batch (a
-    notebook's second solve). On Linux its workers are forked from this process: they start with the package imported
-    and its kernels compiled, where a fresh interpreter spends about 1 CPU second importing it — on the default
-    ensemble of a generic Σ case a cold solve took 2.5 s and 4.9 CPU seconds with fresh workers, 1.8 s and 3.3 with
-    forked ones, the same result to the last bit (`benchmarks/bench_generic_sigma.py`). Elsewhere (fork is unsafe on
-    macOS and absent on Windows) joblib's reusable executor, whose workers start afresh."""
-    if not sys.platform.startswith("linux"):
-        return get_memmapping_executor(workers, initializer=_exit_with_parent)
-    held = _FORKED.get("pool")
-    if held is not None and (_FORKED["workers"] != workers or held._broken):  # a dead worker breaks the whole pool
-        stop_shared_workers()
-    if "pool" not in _FORKED:
-        fork = multiprocessing.get_context("fork")
-        _FORKED["pool"] = ProcessPoolExecutor(workers, mp_context=fork, initializer=_exit_with_parent)
-        _FORKED["workers"] = workers
-    return _FORKED["pool"]
-
-
-def stop_shared_workers(kill=False):
-    """End the worker processes `_shared` keeps between batches: the next shared batch starts them afresh, as a new
-    process's first one does (the benchmarks time a cold ensemble so). ``kill``: at once, their running tasks
-    abandoned (a failed or interrupted batch), else when those tasks are done."""
-    held = _FORKED.pop("pool", None)
-    if held is not None:
-        if kill:
-            for process in list(held._processes.values()):  # no public way before Python 3.14's terminate_workers
+    """The pool of ``workers`` processes that a `_shared` batch hands tasks to. On Linux they are forked from this
+    process for the batch and end with it: they start with the package imported and its kernels compiled, and with
+    this process's state as it is now (a notebook's definitions, a patched setting), where a fresh interpreter spends
+    about 1 CPU second importing the package — on the default ensemble of a generic Σ case a cold solve took 2.5 s
+    and 4.9 CPU seconds with a fresh worker, 1.8 s and 3.3 with a forked one, the same result to the last bit
+    (`benchmarks/bench_generic_sigma.py`); a fork costs milliseconds, so no pool is kept between batches. Elsewhere
+    (fork is unsafe on macOS and absent on Windows) joblib's reusable executor, whose workers start afresh and are
+    kept. A batch that fails or is interrupted (Ctrl-C; SIGTERM, which the CLI turns into it) ends its workers at
+    once, their running tasks abandoned, rather than waiting for them."""
+    forked = sys.platform.startswith("linux")
+    if forked:
+        pool = ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("fork"), initializer=_exit_with_parent
+        )
+    else:
+        pool = get_memmapping_executor(workers, initializer=_exit_with_parent)
+    try:
+        yield pool
+    except BaseException:
+        if forked:
+            for process in list(pool._processes.values()):  # no public way before Python 3.14's terminate_workers
                 process.terminate()
-        held.shutdown(wait=not kill, cancel_futures=kill)
-    if not sys.platform.startswith("linux"):
-        get_memmapping_executor(1).shutdown(wait=not kill, kill_workers=kill)
+            pool.shutdown(wait=False, cancel_futures=True)
+        else:
+            pool.shutdown(wait=False, kill_workers=True)
+        raise
+    if forked:
+        pool.shutdown(wait=True)  # every task is done: the workers are idle
 
 
 def _exit_with_parent(period=1.0):

@@ -1,6 +1,7 @@
 """The task runner (`core.parallel.run_tasks`): with ``share`` the calling process runs the first task itself, and
 the last ones."""
 
+import contextlib
 import os
 import sys
 import time
@@ -34,18 +35,26 @@ def test_a_task_whose_hand_out_failed_runs_here(monkeypatch):
     """A worker pool that refuses a task after its first (a broken pool: ``submit`` raises, in the thread that hands
     the next task out as a result arrives): the batch still returns every result, in order — the task taken but never
     submitted runs in this process."""
-    real = parallel._shared_pool(1)
-    assert real.submit(abs, -1).result() == 1  # the worker is up before the batch: its first task returns at once
     calls = []
+    real_pool = parallel._shared_pool
 
     class Refusing:
+        def __init__(self, real):
+            self.real = real
+
         def submit(self, function, *args):
             calls.append(function)
             if len(calls) > 1:
                 raise RuntimeError("the pool is broken")
-            return real.submit(function, *args)
+            return self.real.submit(function, *args)
 
-    monkeypatch.setattr(parallel, "_shared_pool", lambda workers: Refusing())
+    @contextlib.contextmanager
+    def refusing(workers):
+        with real_pool(workers) as real:
+            assert real.submit(abs, -1).result() == 1  # the worker is up: its first task returns at once
+            yield Refusing(real)
+
+    monkeypatch.setattr(parallel, "_shared_pool", refusing)
     tasks = [(_pid_after, (0.5,))] + [(abs, (-k,)) for k in range(1, 4)]
     assert run_tasks(tasks, n_jobs=2, progress=False, share=True)[1:] == [1, 2, 3]
     assert len(calls) == 2  # the second hand-out failed
@@ -59,40 +68,26 @@ def _seen_by_worker():
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="shared workers are forked on Linux only")
-def test_shared_workers_are_forked_from_this_process_and_kept():
-    """On Linux a shared batch's workers are forked from this process, so they start with what it holds — here a value
-    set at run time, which a freshly started interpreter importing this module would not see — and the next batch
-    reuses them; `stop_shared_workers` ends them and the next batch forks new ones that see the state of then."""
-    parallel.stop_shared_workers()
-    _SET_AT_RUN_TIME["value"] = 1
+def test_shared_workers_are_forked_from_this_process_as_it_is_at_each_batch():
+    """On Linux a shared batch's workers are forked from this process for the batch, so they see what it holds then —
+    here a value set at run time, which a freshly started interpreter importing this module would not see, and which
+    a pool kept from an earlier batch would hold stale."""
     tasks = [(time.sleep, (0.3,))] + [(_seen_by_worker, ()) for _ in range(3)]
-    first = run_tasks(tasks, n_jobs=2, progress=False, share=True)[1:]
-    workers = {pid for pid, seen in first if pid != os.getpid()}
-    assert workers and all(seen == {"value": 1} for _, seen in first), first
-    _SET_AT_RUN_TIME["value"] = 2
-    again = run_tasks(tasks, n_jobs=2, progress=False, share=True)[1:]
-    assert {pid for pid, _ in again if pid != os.getpid()} <= workers  # kept: the old value stays in them
-    assert all(seen == {"value": 1} for pid, seen in again if pid != os.getpid()), again
-    parallel.stop_shared_workers()
-    fresh = run_tasks(tasks, n_jobs=2, progress=False, share=True)[1:]
-    assert all(seen == {"value": 2} for _, seen in fresh), fresh
+    for value in (1, 2):
+        _SET_AT_RUN_TIME["value"] = value
+        seen = run_tasks(tasks, n_jobs=2, progress=False, share=True)[1:]
+        assert any(pid != os.getpid() for pid, _ in seen), seen
+        assert all(state == {"value": value} for _, state in seen), seen
 
 
-def test_a_function_defined_after_the_workers_started_reaches_them_as_it_is_now():
-    """Shared workers are kept between batches (on Linux forked from this process): a function of ``__main__`` (a
-    notebook's) defined — or redefined — after they started still runs in them as the caller defines it now, since it
-    travels by value (a worker that looked it up by name would not find it, or would run the old one)."""
-    run_tasks([(abs, (-1,)), (abs, (-2,))], n_jobs=2, progress=False, share=True)  # the workers are up
-    main = sys.modules["__main__"]
-    for offset in (10, 20):
-        namespace = {"__name__": "__main__"}
-        exec(f"def shifted(k):\n    return k + {offset}\n", namespace)  # noqa: S102 - a notebook cell's definition
-        main.shifted = namespace["shifted"]
-        tasks = [(time.sleep, (0.3,))] + [(_on_worker, (main.shifted, k)) for k in range(3)]
-        results = run_tasks(tasks, n_jobs=2, progress=False, share=True)[1:]
-        assert [value for value, _ in results] == [k + offset for k in range(3)], results
-        assert any(pid != os.getpid() for _, pid in results), results
-    del main.shifted
+def test_a_lambda_reaches_the_workers():
+    """A task's function or argument may be a lambda or a nested function (a notebook's schedule inside a
+    configuration): it travels by value, as loky sent it, where pickle refuses it."""
+    offset = 10
+    tasks = [(time.sleep, (0.3,))] + [(_on_worker, (lambda k: k + offset, k)) for k in range(3)]
+    results = run_tasks(tasks, n_jobs=2, progress=False, share=True)[1:]
+    assert [value for value, _ in results] == [10, 11, 12], results
+    assert any(pid != os.getpid() for _, pid in results), results
 
 
 def _on_worker(function, k):
@@ -122,7 +117,7 @@ def _alive(pid):
 def test_a_failed_or_interrupted_batch_ends_its_workers_tasks(tmp_path):
     """An error in this process (or Ctrl-C, SIGTERM: the CLI raises KeyboardInterrupt for both) while a worker runs a
     long task: the error comes back, and the worker is ended rather than waited for (an interrupted ensemble of
-    minute-long draws used to wait for the running one before it exited); the next batch starts a fresh one."""
+    minute-long draws used to wait for the running one before it exited); the next batch runs as usual."""
     path = tmp_path / "pid"
     tasks = [(_raise_once_a_worker_runs, (path,)), (_sleep_after_writing_pid, (path,))]
     with pytest.raises(ValueError, match="this draw failed"):
