@@ -184,9 +184,8 @@ def _shared_pool(workers):
     """The pool of ``workers`` processes that a `_shared` batch hands tasks to. On Linux they are forked from this
     process for the batch and end with it: they start with the package imported and its kernels compiled, and with
     this process's state as it is now (a notebook's definitions, a patched setting), where a fresh interpreter spends
-    about 1 CPU second importing the package — on the default ensemble of a generic Σ case a cold solve took 2.5 s
-    and 4.9 CPU seconds with a fresh worker, 1.8 s and 3.3 with a forked one, the same result to the last bit
-    (`benchmarks/bench_generic_sigma.py`); a fork costs milliseconds, so no pool is kept between batches. Elsewhere
+    about a CPU second importing the package (README, *Verified*: `benchmarks/bench_generic_sigma.py`); a fork costs
+    milliseconds, so no pool is kept between batches. Elsewhere
     (fork is unsafe on macOS and absent on Windows) joblib's reusable executor, whose workers start afresh and are
     kept. A batch that fails or is interrupted (Ctrl-C; SIGTERM, which the CLI turns into it) ends its workers at
     once, their running tasks abandoned, rather than waiting for them."""
