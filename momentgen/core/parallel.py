@@ -185,10 +185,10 @@ def _shared_pool(workers):
     process for the batch and end with it: they start with the package imported and its kernels compiled, and with
     this process's state as it is now (a notebook's definitions, a patched setting), where a fresh interpreter spends
     about a CPU second importing the package (README, *Verified*: `benchmarks/bench_generic_sigma.py`); a fork costs
-    milliseconds, so no pool is kept between batches. Elsewhere
-    (fork is unsafe on macOS and absent on Windows) joblib's reusable executor, whose workers start afresh and are
-    kept. A batch that fails or is interrupted (Ctrl-C; SIGTERM, which the CLI turns into it) ends its workers at
-    once, their running tasks abandoned, rather than waiting for them."""
+    milliseconds, so no pool is kept between batches. Elsewhere (fork is unsafe on macOS and absent on Windows)
+    joblib's reusable executor, whose workers start afresh and are kept. A batch that fails or is interrupted
+    (Ctrl-C; SIGTERM, which the CLI turns into it) ends its workers at once, their running tasks abandoned, rather
+    than waiting for them."""
     forked = sys.platform.startswith("linux")
     if forked:
         pool = ProcessPoolExecutor(
