@@ -16,6 +16,7 @@ steps and after a rejected one, with a safety factor `RHO_SAFETY`. Dense output 
 method's order). Not for oscillatory problems (complex eigenvalues of large modulus): the interval is real.
 """
 
+import numba
 import numpy as np
 from scipy.integrate import DenseOutput, OdeSolver
 
@@ -157,8 +158,8 @@ class RKC(OdeSolver):
         previous, current = y0, y0 + mu_t[1] * h * f0
         for j in range(2, s + 1):
             moved = self.fun(t + c[j - 1] * h, current)
-            nxt = (1 - mu[j] - nu[j]) * y0 + mu[j] * current + nu[j] * previous + mu_t[j] * h * moved
-            previous, current = current, nxt + gamma_t[j] * h * f0
+            weights = (1 - mu[j] - nu[j], mu[j], nu[j], mu_t[j] * h, gamma_t[j] * h)
+            previous, current = current, _stage(weights, y0, current, previous, moved, f0)
         return current, self.fun(t + h, current)
 
     def _step_impl(self):
@@ -187,6 +188,18 @@ class RKC(OdeSolver):
 
     def _dense_output_impl(self):
         return _Hermite(self.t_old, self.t, self.y_old, self.y, self.f_old, self.f)
+
+
+@numba.njit(cache=True)
+def _stage(weights, y0, current, previous, moved, f0):
+    """``w₀ Y_0 + w₁ Y_{j−1} + w₂ Y_{j−2} + w₃ F(Y_{j−1}) + w₄ F(Y_0)``: an RKC stage in one pass over the state, in
+    numpy's order of operations (numpy makes a temporary of the state's size for each of the nine operations: at
+    n = 128 a stage cost about as much as a tenth of the flow's evaluation)."""
+    out = np.empty_like(y0)
+    a, b, c, d, e = weights
+    for i in range(y0.size):
+        out[i] = a * y0[i] + b * current[i] + c * previous[i] + d * moved[i] + e * f0[i]
+    return out
 
 
 class _Hermite(DenseOutput):

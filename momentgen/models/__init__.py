@@ -33,6 +33,8 @@ class Model:
     trainable: tuple = None
     sigma: bool = False
     definition: ModelKind = field(init=False, repr=False, compare=False)
+    #: Code of the letter Σ, None for isotropic tokens (set once: the flows ask at every evaluation).
+    sigma_code: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "definition", get(self.kind))
@@ -49,15 +51,11 @@ class Model:
             raise ModelError(f"trainable indices {bad} are out of range 1..{self.K} (indices are 1-based)")
         object.__setattr__(self, "trainable", trainable)
         object.__setattr__(self, "sigma", bool(self.sigma))
+        object.__setattr__(self, "sigma_code", self.alphabet.sigma_code)
 
     @property
     def alphabet(self):
         return Alphabet(self.kind, self.K, self.sigma)
-
-    @property
-    def sigma_code(self):
-        """Code of the letter Σ, None for isotropic tokens."""
-        return self.alphabet.sigma_code
 
     @property
     def time_scale(self):

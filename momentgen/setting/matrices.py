@@ -308,13 +308,24 @@ def trace_moments(words, letters):
             transposed[codes] = np.ascontiguousarray(product(codes).T)
         return transposed[codes]
 
+    diagonal_products = {}
+
+    def diagonal_product(codes):
+        """The elementwise product of the diagonals of ``codes`` (diagonal letters), cached."""
+        if codes not in diagonal_products:
+            value = diagonals[codes[0]]
+            for c in codes[1:]:
+                value = value * diagonals[c]
+            diagonal_products[codes] = value
+        return diagonal_products[codes]
+
     result = np.empty(len(words))
     for i, (dense, first, second) in enumerate(plan):
         if dense == 0:  # every letter diagonal: the product of the diagonals
-            result[i] = np.prod([diagonals[c] for c in first], axis=0).sum() / d
+            result[i] = diagonal_product(first).sum() / d
         elif dense == 1:  # Tr(L D₁ D₂ ⋯) = Σ_j L_jj D₁(j) D₂(j) ⋯
-            tail = [diagonals[c] for c in first[1:]]
-            result[i] = np.sum(np.diagonal(letters[first[0]]) * (np.prod(tail, axis=0) if tail else 1.0)) / d
+            diagonal = np.diagonal(letters[first[0]])
+            result[i] = (np.dot(diagonal, diagonal_product(first[1:])) if len(first) > 1 else diagonal.sum()) / d
         else:
             result[i] = np.vdot(product(first), transpose(second)) / d
     return result

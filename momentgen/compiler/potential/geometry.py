@@ -80,11 +80,10 @@ def kron(A, B):
 def check_feasible(Q1, Q2):
     """Raise unless Q1 + Q2 and Q1 − Q2 (their symmetric parts) have eigenvalues ≥ 0 to the integrators' tolerance
     (10⁻⁸ relative: a student that has converged onto its teacher sits on the boundary, Q1 + Q2 singular, and states
-    within rtol = 10⁻⁹ of it reach −5e-10). Both spectra in one LAPACK call, the message built only on failure: this
-    runs at every evaluation of Φ, where numpy's per-call overhead is most of the cost."""
-    both = np.stack([Q1 + Q2, Q1 - Q2])
-    spectra = np.linalg.eigvalsh(0.5 * (both + both.transpose(0, 2, 1)))
-    for name, lowest, largest in zip(("Q1 + Q2", "Q1 - Q2"), spectra[:, 0], np.abs(spectra).max(axis=1)):
+    within rtol = 10⁻⁹ of it reach −5e-10). The spectra are compiled (`_extremes`), the message built only on failure:
+    this runs at every evaluation of Φ, where numpy's per-call overhead is most of the cost."""
+    extremes = _extremes(np.ascontiguousarray(Q1, dtype=float), np.ascontiguousarray(Q2, dtype=float))
+    for name, (lowest, largest) in zip(("Q1 + Q2", "Q1 - Q2"), extremes):
         _check_extremes(lowest, largest, name, Q1, Q2)
 
 
@@ -120,6 +119,16 @@ def _restricted_basis(F, basis):
 def _symmetric_root(Q):
     w, V = np.linalg.eigh(0.5 * (Q + Q.T))
     return (V * np.sqrt(np.maximum(w, 0.0))) @ V.T, w.min(), np.abs(w).max()
+
+
+@numba.njit(cache=True)
+def _extremes(Q1, Q2):
+    """((smallest eigenvalue, largest in size) of the symmetric part of Q1 + Q2, the same of Q1 − Q2)."""
+    out = np.empty((2, 2))
+    for i, Q in enumerate((Q1 + Q2, Q1 - Q2)):
+        w = np.linalg.eigvalsh(0.5 * (Q + Q.T))
+        out[i, 0], out[i, 1] = w.min(), np.abs(w).max()
+    return out
 
 
 @numba.njit(cache=True)
