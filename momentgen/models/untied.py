@@ -60,10 +60,9 @@ class UntiedMatrices(KindMatrices):
             bias = beta[k - 1] * (identity_like(U) if sigma is None else sigma)
             pairs = [(-2 * a1[k - 1, l], -2 * a2[k - 1, l], M[l]) for l in range(model.K)]
             drive = inserted(sigma, [t for c1, c2, X in pairs for t in ((c1, X), (c2, X.T))])
-            drive_bar = inserted(sigma, [t for c1, c2, X in pairs for t in ((c1, X.T), (c2, X))])
             drive -= bias
-            drive_bar -= bias
-            out.append((decayed(drive @ V, gamma, U), decayed(drive_bar @ U, gamma, V)))
+            # V's drive Σ(Σ_l c1 M_lᵀ + c2 M_l)Σ − bias is U's transposed (Σ and the bias are symmetric): a view
+            out.append((decayed(drive @ V, gamma, U), decayed(drive.T @ U, gamma, V)))
         return out
 
     def sgd_step(self, model, factors, batch, lr, gamma):

@@ -25,6 +25,7 @@ follow the hierarchy with the finite-learning-rate term up to O(1/n).
 """
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -225,6 +226,11 @@ def _diagonal_layout(model, dense, source, read):
     return held, state
 
 
+def _trace_reader(model):
+    """`trace_moments` of ``model``'s letters, told their transposes (a second half read from its mirror)."""
+    return partial(trace_moments, transposes=tuple(int(c) for c in model.alphabet.transpose))
+
+
 def run(
     model,
     factors,
@@ -233,7 +239,7 @@ def run(
     times,
     codes,
     texts=None,
-    read=trace_moments,
+    read=None,
     probes=(),
     rtol=1e-9,
     atol=1e-11,
@@ -245,8 +251,9 @@ def run(
     tied t = 4nη/d, others τ = nη/d) and measure the words ``codes`` (code tuples,
     reported under ``texts``) and the ``probes`` (code tuples measured as they are — for a state
     that is not tracial their rotations differ). ``read(words, letters)`` measures moments:
-    `momentgen.setting.matrices.trace_moments` (default) or a state-vector reader. ``spectra``: (function, {name:
-    product codes}) — the spectral measure of each product at every output time, by ``function``
+    `momentgen.setting.matrices.trace_moments` (default: told the model's letter transposes) or a state-vector
+    reader. ``spectra``: (function, {name: product codes}) — the spectral measure of each product at every output
+    time, by ``function``
     (`momentgen.setting.spectra.trace_spectrum` or ``vector_spectrum``), in ``info["spectra"]``. ``sigma``: the data
     covariance Σ (a fixed letter, last in code order) of a model with one. A state that is not commuting is
     stepped by DOP853 at ``rtol``, ``atol``, or by ``dense_stepper``'s method at its tolerances (`CHEBYSHEV`). Returns a
@@ -256,6 +263,7 @@ def run(
     with BDF (its Jacobian by differences, dense), which steps over the converged directions' fast rates: a long
     horizon costs about its number of decades (its tolerances `BDF_TIGHTER` times tighter). Any other state by
     DOP853 or ``dense_stepper``. ``info["method"]`` says which."""
+    read = _trace_reader(model) if read is None else read
     layout, state = _diagonal_layout(model, _Layout(model, factors, sigma), source, read)
     reader = _FixedWordsOnce(read if state is None else state.moments, layout.fixed_codes)
     method = "BDF" if state is not None and layout.size <= DENSE_JACOBIAN_MAX else "DOP853"
@@ -374,7 +382,7 @@ class _NoisySteps:
 
     def __init__(self, model, layout, source, sigma, seed, t0, t_end):
         self.model, self.layout, self.source, self.definition = model, layout, source, model.definition
-        self.words, self.read = list(source.words), _FixedWordsOnce(trace_moments, layout.fixed_codes)
+        self.words, self.read = list(source.words), _FixedWordsOnce(_trace_reader(model), layout.fixed_codes)
         self.root = None if sigma is None else frozen(_symmetric_root(np.asarray(sigma, float)).astype(NOISE_PRECISION))
         self.rng = np.random.default_rng(seed)
         self.rho_sgd = self.definition.steps_per_time(1.0, 1.0)

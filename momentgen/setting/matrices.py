@@ -272,7 +272,7 @@ def _check_largest(shape, limit, path, name):
         )
 
 
-def trace_moments(words, letters):
+def trace_moments(words, letters, transposes=None):
     """``(1/d) Tr(Z_1 ⋯ Z_w)`` for each word, as a float array of shape (len(words),).
 
     ``words`` are tuples of letter codes, ``letters`` the (d, d) letter matrices in code order. A diagonal letter
@@ -281,54 +281,89 @@ def trace_moments(words, letters):
     half of its dense letters: ``Tr(P Q) = Σ P ∘ Qᵀ`` costs O(d²), so a word with at most two dense letters costs no
     O(d³) product and one with k costs k − 2; among the cuts, the one whose halves the call's other words share
     most (`_trace_plan`, cached per word list), and every half is multiplied once per call; a second half is
-    transposed into contiguous memory once per call, so each trace is one contiguous dot product.
+    transposed into contiguous memory once per call, so each trace is one contiguous dot product. ``transposes``
+    (``transposes[c]``: the code of letter c's transpose, `momentgen.models.alphabet.Alphabet.transpose`) lets a
+    second half be read as the product of its mirror ``Z_wᵀ ⋯ Z_1ᵀ`` where the call has made that product already,
+    or as the letter itself where the mirror is one contiguous letter (a symmetric S, the Mᵀ of an M), instead of
+    copying its transpose (16 copies an evaluation of an untied flow with Σ).
     """
     d = letters[0].shape[0]
     diagonals = [models.base.diagonal_of(letter) for letter in letters]
     plan = _trace_plan(tuple(map(tuple, words)), tuple(diagonal is None for diagonal in diagonals))
-    products, transposed = {}, {}
+    halves = _Halves(letters, diagonals, transposes)
+    for dense, first, _ in plan:  # every first half, so that a second half can be read from its mirror
+        if dense >= 2:
+            halves.product(first)
+    result = np.empty(len(words))
+    for i, (dense, first, second) in enumerate(plan):
+        result[i] = halves.trace(dense, first, second) / d
+    return result
 
-    def product(codes):
+
+class _Halves:
+    """The products one `trace_moments` call makes, each once (dropped with the call: plain dictionaries, no
+    reference cycle — a closure that called itself was one, and kept every call's products, hundreds of n × n
+    matrices, alive until the cyclic garbage collector ran: 0.6 GB at n = 256 on an untied flow)."""
+
+    def __init__(self, letters, diagonals, transposes):
+        self.letters, self.diagonals, self.transposes = letters, diagonals, transposes
+        self.products, self.transposed, self.diagonal_products = {}, {}, {}
+
+    def trace(self, dense, first, second):
+        """``Tr`` of a word cut by `_trace_plan` into ``first`` and ``second`` with ``dense`` dense letters."""
+        if dense == 0:  # every letter diagonal: the product of the diagonals
+            return self.diagonal_product(first).sum()
+        if dense == 1:  # Tr(L D₁ D₂ ⋯) = Σ_j L_jj D₁(j) D₂(j) ⋯
+            diagonal = np.diagonal(self.letters[first[0]])
+            return np.dot(diagonal, self.diagonal_product(first[1:])) if len(first) > 1 else diagonal.sum()
+        return np.vdot(self.product(first), self.transpose(second))
+
+    def product(self, codes):
         """``Z_1 ⋯ Z_n`` of a tuple of codes that starts with a dense letter, left to right from its longest product
-        already made (each prefix cached). A loop, not a recursion: a closure that calls itself is a reference cycle,
-        which kept every call's products (hundreds of n × n matrices) alive until the cyclic garbage collector ran —
-        0.6 GB at n = 256 on an untied flow."""
+        already made (each prefix cached)."""
+        products, letters = self.products, self.letters
         if codes not in products:
             start = max((k for k in range(1, len(codes)) if codes[:k] in products), default=0)
             value = products[codes[:start]] if start else letters[codes[0]]
             for k in range(max(start, 1), len(codes)):
-                value = times_letter(value, letters[codes[k]], diagonals[codes[k]])
+                value = times_letter(value, letters[codes[k]], self.diagonals[codes[k]])
                 products[codes[: k + 1]] = value
             products[codes] = value
         return products[codes]
 
-    def transpose(codes):
-        """``(Z_1 ⋯ Z_n)ᵀ`` in C order (cached)."""
-        if codes not in transposed:
-            transposed[codes] = np.ascontiguousarray(product(codes).T)
-        return transposed[codes]
+    def transpose(self, codes):
+        """``(Z_1 ⋯ Z_n)ᵀ`` in C order (cached): read from its mirror where it can be (`mirrored`), else a copy."""
+        if codes not in self.transposed:
+            value = self.mirrored(codes)
+            self.transposed[codes] = np.ascontiguousarray(self.product(codes).T) if value is None else value
+        return self.transposed[codes]
 
-    diagonal_products = {}
-
-    def diagonal_product(codes):
-        """The elementwise product of the diagonals of ``codes`` (diagonal letters), cached."""
-        if codes not in diagonal_products:
-            value = diagonals[codes[0]]
-            for c in codes[1:]:
-                value = value * diagonals[c]
-            diagonal_products[codes] = value
-        return diagonal_products[codes]
-
-    result = np.empty(len(words))
-    for i, (dense, first, second) in enumerate(plan):
-        if dense == 0:  # every letter diagonal: the product of the diagonals
-            result[i] = diagonal_product(first).sum() / d
-        elif dense == 1:  # Tr(L D₁ D₂ ⋯) = Σ_j L_jj D₁(j) D₂(j) ⋯
-            diagonal = np.diagonal(letters[first[0]])
-            result[i] = (np.dot(diagonal, diagonal_product(first[1:])) if len(first) > 1 else diagonal.sum()) / d
+    def mirrored(self, codes):
+        """``(Z_1 ⋯ Z_n)ᵀ`` as its mirror ``Z_nᵀ ⋯ Z_1ᵀ`` — the mirror's leading diagonal letters scaling the rows of
+        the rest, where the rest is a product this call has made or one contiguous letter (an M beside its Mᵀ, a
+        symmetric S: one O(d²) scaling at most, where a copy of the transpose follows the product's own) — or None
+        (no ``transposes``, or no such rest). ``codes`` starts with a dense letter, so its mirror ends with one."""
+        if self.transposes is None:
+            return None
+        mirror = tuple(self.transposes[c] for c in reversed(codes))
+        split = next(k for k, c in enumerate(mirror) if self.diagonals[c] is None)
+        prefix, rest = mirror[:split], mirror[split:]
+        if rest in self.products:
+            value = self.products[rest]
+        elif len(rest) == 1 and self.letters[rest[0]].flags.c_contiguous:
+            value = self.letters[rest[0]]
         else:
-            result[i] = np.vdot(product(first), transpose(second)) / d
-    return result
+            return None
+        return self.diagonal_product(prefix)[:, None] * value if prefix else value
+
+    def diagonal_product(self, codes):
+        """The elementwise product of the diagonals of ``codes`` (diagonal letters), cached."""
+        if codes not in self.diagonal_products:
+            value = self.diagonals[codes[0]]
+            for c in codes[1:]:
+                value = value * self.diagonals[c]
+            self.diagonal_products[codes] = value
+        return self.diagonal_products[codes]
 
 
 @functools.lru_cache(maxsize=64)
