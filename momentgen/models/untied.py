@@ -41,9 +41,11 @@ class UntiedMatrices(KindMatrices):
     means, sampled, identity, aligned and file factors (the reference side and the flow engine)."""
 
     def index_letters(self, factor):
+        """[M, Mᵀ, A, B] = [U Vᵀ, V Uᵀ, U Uᵀ, V Vᵀ]; Mᵀ held contiguous, one copy, so that `trace_moments` reads the
+        second halves whose mirror is Mᵀ from it (an untied flow with Σ made about 7 copies an evaluation there)."""
         U, V = factor
         M = U @ V.T
-        return [M, M.T, U @ U.T, V @ V.T]
+        return [M, np.ascontiguousarray(M.T), U @ U.T, V @ V.T]
 
     def factor_velocities(self, model, factors, coefficients, letters=None):
         """dU_k = −(β_k I + 2 Σ_{l,r} a⁽ʳ⁾_kl M_l⁽ʳ⁾) V_k − γU_k, dV_k = −(β_k I + 2 Σ a⁽ʳ⁾_kl M_l⁽ʳ̄⁾) U_k − γV_k;
