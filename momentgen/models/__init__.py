@@ -34,7 +34,7 @@ class Model:
     sigma: bool = False
     definition: ModelKind = field(init=False, repr=False, compare=False)
     #: Code of the letter Σ, None for isotropic tokens (set once: the flows ask at every evaluation).
-    sigma_code: int = field(init=False, repr=False, compare=False)
+    sigma_code: int | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "definition", get(self.kind))

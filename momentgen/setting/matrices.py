@@ -332,7 +332,7 @@ class _Halves:
         return products[codes]
 
     def transpose(self, codes):
-        """``(Z_1 ⋯ Z_n)ᵀ`` in C order (cached): read from its mirror where it can be (`mirrored`), else a copy."""
+        """``(Z_1 ⋯ Z_n)ᵀ`` (cached): read from its mirror where it can be (`mirrored`), else a copy in C order."""
         if codes not in self.transposed:
             value = self.mirrored(codes)
             self.transposed[codes] = np.ascontiguousarray(self.product(codes).T) if value is None else value
