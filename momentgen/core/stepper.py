@@ -75,6 +75,7 @@ def integrate(
     on_step=None,
     recoverable=(),
     recoverable_status="failed",
+    solver_options=None,
 ):
     """Integrate ``y' = fun(t, y)`` from ``y0`` at ``grid[0]`` and record ``y`` at every grid time.
 
@@ -89,12 +90,13 @@ def integrate(
     recoverable : exception classes that a trial stage may raise; the step is retried with
         smaller steps, and if that keeps failing the run stops with the error's own ``status``
         attribute (or ``recoverable_status``)
+    solver_options : dict, optional; further keyword arguments of the solver (RKC's ``evaluation_eps``)
 
     Returns its `States` (never raises for an event or a recoverable error).
     """
     if method not in SOLVERS:
         raise ValueError(f"method must be one of {', '.join(SOLVERS)}, got {method!r}")
-    options = {"rtol": rtol, "atol": atol}
+    options = {"rtol": rtol, "atol": atol, **(solver_options or {})}
     if jac is not None and method in ("Radau", "BDF"):
         options["jac"] = jac
     run = _Run(fun, np.asarray(y0, dtype=float), np.asarray(grid, dtype=float), SOLVERS[method], options)

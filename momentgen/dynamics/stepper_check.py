@@ -14,6 +14,7 @@ sides in its own batch, `momentgen.dynamics.ensemble.run_ensembles`). Time is on
 import numpy as np
 
 from ..compiler.initial import law_factors
+from ..setting.flow import DOUBLE
 from .risk import theory_risk
 
 __all__ = ["CHECK_SIZE", "FINEST_RTOL", "TIGHTER", "checked_run", "compared", "stepper_error", "tighter"]
@@ -34,9 +35,10 @@ def stepper_error(problem, means, stepper):
 
 
 def tighter(stepper):
-    """``stepper`` with rtol and atol `TIGHTER` times smaller (rtol not below `FINEST_RTOL`): the reference of a
-    check."""
-    return {**stepper, "rtol": max(stepper["rtol"] / TIGHTER, FINEST_RTOL), "atol": stepper["atol"] / TIGHTER}
+    """``stepper`` with rtol and atol `TIGHTER` times smaller (rtol not below `FINEST_RTOL`) and its velocity in
+    double precision: the reference of a check, which so measures a single-precision stepper's rounding too."""
+    rtol, atol = max(stepper["rtol"] / TIGHTER, FINEST_RTOL), stepper["atol"] / TIGHTER
+    return {**stepper, "rtol": rtol, "atol": atol, "precision": DOUBLE}
 
 
 def checked_run(problem, means, stepper):

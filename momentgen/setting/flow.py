@@ -44,6 +44,8 @@ __all__ = [
     "letter_velocities",
     "CHEBYSHEV",
     "CHEBYSHEV_DRAWS",
+    "DOUBLE",
+    "SINGLE",
 ]
 
 #: The stabilised explicit stepper for a dense law-based matrix model (`momentgen.core.chebyshev`): its steps follow
@@ -52,12 +54,18 @@ __all__ = [
 #: takes 7 500, and the spectrum of the exactly solvable case at n = 400 is DOP853's to 1e-6 in Kolmogorov distance;
 #: other kinds are further off (symmetric: 2e-4 of the words). A closure's estimate carries 3× the error measured on
 #: its own problem (`momentgen.dynamics.stepper_check`).
+#: A dense stepper's ``precision``: the velocity's products in double (the default) or in single precision (RKC
+#: only: the stepper's own arithmetic stays in double; `_stepped`).
+DOUBLE, SINGLE = "double", "single"
 CHEBYSHEV = {"method": "RKC", "rtol": 1e-5, "atol": 1e-8}
 #: The stepper of an ensemble's draws, whose own spread is 1e-2: looser — on the tied case above at most 6.7e-4
 #: relative off DOP853 on the risk at n = 32 / 64 / 128 (two draws each) in 550–580 evaluations (DOP853: 7 200–7 800;
 #: at rtol 3e-4, 3.1e-4 in 690–730), on the symmetric kind 5e-3 of the words. The spectrum of the solvable case at
-#: n = 400 moves by 3e-3 in Kolmogorov distance at rtol 3e-4 already, which a single draw could not afford.
-CHEBYSHEV_DRAWS = {"method": "RKC", "rtol": 1e-3, "atol": 1e-6}
+#: n = 400 moves by 3e-3 in Kolmogorov distance at rtol 3e-4 already, which a single draw could not afford. Its
+#: velocity is evaluated in single precision (`SINGLE`), which moves a draw's risk by 2e-5–8e-5 relative on that
+#: case at n = 32 (a tenth of the stepper's error) and makes a tied draw 1.2× / 1.5× / 1.6× faster at n = 128 / 256 /
+#: 512, where its two products are most of its cost (`tests/dynamics/test_ensemble.py`).
+CHEBYSHEV_DRAWS = {"method": "RKC", "rtol": 1e-3, "atol": 1e-6, "precision": SINGLE}
 
 #: BDF on a commuting state integrates at rtol / this, so that its global error stays at DOP853's for the given rtol
 BDF_TIGHTER = 100.0
@@ -78,9 +86,9 @@ class _Layout:
     is; ``fixed_codes``: the codes of those letters (`_FixedWordsOnce`). Matrices are held as given (m × m arrays)
     or, in `held_by`, by their diagonals in a commuting state's basis."""
 
-    def __init__(self, model, factors, sigma=None, fixed=None):
-        self.model = model
-        self.sigma = [] if sigma is None else [frozen(np.asanyarray(sigma, dtype=float))]
+    def __init__(self, model, factors, sigma=None, fixed=None, dtype=float):
+        self.model, self.dtype = model, dtype
+        self.sigma = [] if sigma is None else [frozen(np.asanyarray(sigma, dtype=dtype))]
         self.trainable = [k - 1 for k in model.trainable]
         self.grouped = isinstance(factors[0], tuple)
         self.factors = [tuple(np.array(f, subok=True) for f in x) if self.grouped else np.array(x, subok=True)
@@ -93,6 +101,14 @@ class _Layout:
         per_index = len(model.definition.letter_kinds)  # index k's letters are codes k·per_index …, Σ's the last
         fixed_codes = [k * per_index + j for k in self.fixed for j in range(per_index)]
         self.fixed_codes = frozenset(fixed_codes + [len(self.factors) * per_index] * len(self.sigma))
+
+    def in_precision(self, dtype):
+        """This layout evaluated in ``dtype`` (`SINGLE`: a draw's products in single precision): its factors, fixed
+        letters and Σ cast once, and `unpack` casting a state's factors. `pack` gives double precision whatever it
+        packs, so the stepper's arithmetic stays in double."""
+        factors = [tuple(f.astype(dtype) for f in x) if self.grouped else x.astype(dtype) for x in self.factors]
+        fixed = {k: [letter.astype(dtype) for letter in letters] for k, letters in self.fixed.items()}
+        return _Layout(self.model, factors, self.sigma[0] if self.sigma else None, fixed, dtype=dtype)
 
     def parts(self, k):
         """The matrices of index k's factor (one, or the untied (U, V))."""
@@ -116,14 +132,15 @@ class _Layout:
             parts = []
             for shape in self.shapes[k]:
                 size = int(np.prod(shape))
-                parts.append(vector[offset : offset + size].reshape(shape).view(self.held))
+                part = vector[offset : offset + size].reshape(shape)
+                parts.append(part.astype(self.dtype, copy=False).view(self.held))
                 offset += size
             out[k] = tuple(parts) if self.grouped else parts[0]
         return out
 
     def pack(self, items):
         return np.concatenate(
-            [np.ravel(p) for k in self.trainable for p in (items[k] if self.grouped else (items[k],))]
+            [np.ravel(p) for k in self.trainable for p in (items[k] if self.grouped else (items[k],))], dtype=float
         )
 
     def commuting_matrices(self):
@@ -195,9 +212,32 @@ def _velocity(model, layout, source, moments):
         current = layout.unpack(vector)
         letters = layout.letters(current)
         coefficients = source.coefficients(moments(vector, lambda: letters), t=t, state=state)
+        if layout.dtype is not float:
+            coefficients = _in_precision(coefficients, layout.dtype)
         return layout.pack(definition.matrices.factor_velocities(model, current, coefficients, letters))
 
     return velocity
+
+
+def _in_precision(coefficients, dtype):
+    """``coefficients`` (name → array or number) with their floating-point values in ``dtype``: numpy keeps the
+    type of a product of a single-precision matrix and a double-precision scalar double, so a coefficient would
+    undo the cast of the letters it multiplies."""
+    return {
+        name: np.asarray(value, dtype=dtype) if np.issubdtype(np.asarray(value).dtype, np.floating) else value
+        for name, value in coefficients.items()
+    }
+
+
+def _stepped(layout, dense_stepper):
+    """(the layout whose velocity the stepper evaluates, the solver's options): ``layout`` itself, or with
+    ``dense_stepper``'s ``precision`` `SINGLE` (RKC only) ``layout`` in single precision and the evaluations'
+    precision told to RKC (`momentgen.core.chebyshev.power_radius` differences at its √eps)."""
+    if dense_stepper.get("precision", DOUBLE) == DOUBLE:
+        return layout, {}
+    if dense_stepper.get("precision") != SINGLE or dense_stepper["method"] != "RKC":
+        raise ValueError(f"precision must be {DOUBLE!r}, or {SINGLE!r} with RKC: got {dense_stepper}")
+    return layout.in_precision(np.float32), {"evaluation_eps": float(np.finfo(np.float32).eps)}
 
 
 def _diagonal_layout(model, dense, source, read):
@@ -267,18 +307,21 @@ def run(
     layout, state = _diagonal_layout(model, _Layout(model, factors, sigma), source, read)
     reader = _FixedWordsOnce(read if state is None else state.moments, layout.fixed_codes)
     method = "BDF" if state is not None and layout.size <= DENSE_JACOBIAN_MAX else "DOP853"
+    stepped, options = layout, {}
     if method == "DOP853" and dense_stepper is not None:
         method, rtol, atol = dense_stepper["method"], dense_stepper["rtol"], dense_stepper["atol"]
+        stepped, options = _stepped(layout, dense_stepper)
     if method == "BDF":  # its global error is ~10× its rtol (solvable case: 9e-9 at 1e-9, 2.4e-9 = DOP853's at 1e-11)
         rtol, atol = rtol / BDF_TIGHTER, atol / BDF_TIGHTER
-    moments = _SourceMoments(reader, source.words)
-    current, evaluate = [source.state], _velocity(model, layout, source, moments)
+    # the velocity's moments: in the stepped layout's precision (their words over fixed letters too)
+    moments = _SourceMoments(reader if stepped is layout else _FixedWordsOnce(read, layout.fixed_codes), source.words)
+    current, evaluate = [source.state], _velocity(model, stepped, source, moments)
 
     def velocity(t, vector):
         return evaluate(vector, t, current[0])
 
     def advance(t, vector):
-        current[0] = source.advanced(moments(vector, lambda: layout.letters(layout.unpack(vector))), current[0])
+        current[0] = source.advanced(moments(vector, lambda: stepped.letters(stepped.unpack(vector))), current[0])
 
     result = integrate(
         velocity,
@@ -289,6 +332,7 @@ def run(
         atol=atol,
         on_step=advance,
         recoverable=tuple(source.errors),
+        solver_options=options,
     )
     letters = [layout.letters(layout.unpack(v)) for v in result.y]
     measured = _measured(result.t, letters, codes, texts, reader, probes, result.status, result.message, result.nfev)

@@ -125,7 +125,8 @@ def test_the_chebyshev_steppers_move_a_dense_matrix_model_as_dop853_does_in_a_fr
     matrices: a single draw's stepper (`flow.CHEBYSHEV`, RKC at rtol 1e-5) and an ensemble draw's (`CHEBYSHEV_DRAWS`,
     1e-3) against DOP853 at the engine's rtol 1e-9 — the risk 3.3e-5 / 6.7e-4 relative apart at worst, within 3×
     the stepper error an estimate carries for this problem (`stepper_check.stepper_error`: measured on the same draw
-    here), in 1 454 / 553 evaluations where DOP853 takes 7 409 (asserted ≥ 3× / ≥ 5× fewer)."""
+    here), in 1 454 / 553 evaluations where DOP853 takes 7 409 (asserted ≥ 3× / ≥ 5× fewer). With the draws'
+    velocity in single precision (`flow.SINGLE`): 7.5e-4 in 543."""
     problem = Problem.from_config(_generic_sigma(T=50.0))
     factors = law_factors(problem.model, problem.specs, 32, data=problem.data, flat=True)
     exact = problem.law_run(factors)
@@ -137,6 +138,62 @@ def test_the_chebyshev_steppers_move_a_dense_matrix_model_as_dop853_does_in_a_fr
         gap = np.abs(theory_risk(problem, fast.series) / risk - 1)
         assert np.all(gap <= 3 * stepper_error(problem, None, stepper)["risk"]), gap
         assert fewer * fast.info["nfev"] <= exact.info["nfev"]
+
+
+def _untied_sigma():
+    """fig. 3's untied h1 (Gaussian student and teacher) against a power-law Σ (a = 0.5), τ ∈ [0.05, 5]."""
+    return parse_config(
+        {
+            **load_config("fig3_untied_h1").raw,
+            "data": {"covariance": "power-law", "exponent": 0.5},
+            "truncation": {"degree": 4, "closure": "matrix-model"},
+            "integrate": {"T": 5.0, "points": 13, "grid": "log", "log_first": 0.05},
+        }
+    )
+
+
+@pytest.mark.parametrize(("config", "risk_gap"), [(lambda: _generic_sigma(T=50.0), 2.4e-4), (_untied_sigma, 7e-5)])
+def test_an_ensemble_draw_multiplies_in_single_precision_and_moves_as_in_double(config, risk_gap, monkeypatch):
+    """`flow.CHEBYSHEV_DRAWS` evaluates a draw's velocity in single precision (`flow.SINGLE`: about 1.6× faster at
+    n = 256, where the products are most of a draw), its stepper in double. One flat-mixed draw of n = 32, seeds 0–2,
+    against the same stepper in double precision: the tied scaling-law case (a = 2, t ≤ 50) 2.0e-5–7.8e-5 relative
+    apart on the risk, the untied a = 0.5 case 1.2e-6–2.2e-5 — a tenth of the draws' stepper error or less (tied 6e-4
+    –7.5e-4, untied 4e-3–1.2e-2 against DOP853 at 1e-9), which the stepper check measures against a double-precision
+    reference. Evaluations: 543–575 against 553–581, 182–192 against 182–188 (a radius differenced at double
+    precision's √eps in a single-precision velocity made it 811 against 557 at n = 256). Asserted on seed 0: every
+    velocity the kind returns is single precision, the risk within 3× the largest gap measured, the evaluations
+    within 5 %."""
+    config = config()
+    problem = Problem.from_config(config)
+    means = problem.fast_phase().get("m_star", problem.means)
+    factors = law_factors(problem.model, problem.specs, 32, data=problem.data, flat=True)
+    matrices = type(problem.model.definition.matrices)
+    dtypes, velocities = set(), matrices.factor_velocities
+
+    def recorded(self, *args, **kwargs):
+        out = velocities(self, *args, **kwargs)
+        dtypes.update(np.asarray(p).dtype for v in out for p in (v if isinstance(v, tuple) else (v,)))
+        return out
+
+    monkeypatch.setattr(matrices, "factor_velocities", recorded)
+    single = problem.law_run(factors, means, stepper=flow.CHEBYSHEV_DRAWS)
+    assert dtypes == {np.dtype(np.float32)}
+    double = problem.law_run(factors, means, stepper={**flow.CHEBYSHEV_DRAWS, "precision": flow.DOUBLE})
+    assert np.dtype(float) in dtypes
+    gap = np.abs(theory_risk(problem, single.series, means) / theory_risk(problem, double.series, means) - 1)
+    assert np.all(gap <= 3 * risk_gap), gap
+    assert abs(single.info["nfev"] / double.info["nfev"] - 1) <= 0.05
+
+
+def test_single_precision_is_for_the_chebyshev_stepper_only():
+    """A dense stepper other than RKC has no way to be told its evaluations' precision: asked for single, the flow
+    refuses in one line; an unknown precision too."""
+    problem = Problem.from_config(_generic_sigma(T=0.5))
+    factors = law_factors(problem.model, problem.specs, 8, data=problem.data, flat=True)
+    for stepper in ({"method": "DOP853", "rtol": 1e-6, "atol": 1e-9, "precision": flow.SINGLE},
+                    {**flow.CHEBYSHEV_DRAWS, "precision": "half"}):  # fmt: skip
+        with pytest.raises(ValueError, match="precision"):
+            problem.law_run(factors, stepper=stepper)
 
 
 def test_a_gaussian_student_beside_sigma_gets_the_vouching_ensemble():

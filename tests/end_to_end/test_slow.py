@@ -225,7 +225,7 @@ def _extrapolated_risk(raw, draws):
 def test_a_gaussian_student_against_a_power_law_sigma_over_decades():
     """Issue 48: tied mse(h1), power-law Σ (a = 2), a Gaussian student, teacher 1.2 Σ^{1/2}, t ∈ [0.1, 50] (risk 0.7
     → 3e-4). The vouching whole-curve closure (the matrix-model ensemble `GENERIC_SIGMA_ENSEMBLE`, Σ sampled by
-    quantile strata, a Latin hypercube over the draws; about 2.5 s) against the d → ∞ curve: finite-d flows of
+    quantile strata, a Latin hypercube over the draws; about 1.3 s) against the d → ∞ curve: finite-d flows of
     Gaussian students at d = 100 / 200 / 400 / 800 (32 / 16 / 8 / 4 seeds), extrapolated linearly in 1/d by weighted
     least squares (3 standard errors 0.4–1.1 % of the risk; without d = 800 the extrapolation sat up to 0.8 % lower
     late, where the flows at d = 400 and 800 agree). Measured: the ensemble (``[truncation] seed`` 0) is ≤ 1.60 % off
@@ -236,8 +236,10 @@ def test_a_gaussian_student_against_a_power_law_sigma_over_decades():
     for seeds 0–8 status ok and the estimate not below the error less 3 standard errors.
 
     The robust design against the same reference: 8 draws of n = 256 (`ROBUST_SIGMA_ENSEMBLE`, its coarse leg 4 of
-    128; 1/8.7 of the n = 400 model's wall time and 1/4.5 of its CPU time, `benchmarks/bench_generic_sigma.py`) —
-    seeds 0–8 are 0.65–1.35 % off at worst (seed 0: 0.87 %, estimate 1.1–5.0 %), every estimate ≥ 1.5× the error.
+    128; 1/15.7 of the n = 400 model's wall time and 1/8.4 of its CPU time, `benchmarks/bench_generic_sigma.py`) —
+    seeds 0–8 are 0.64–1.34 % off at worst (seed 0: 0.87 %, estimate 1.1–5.0 %), every estimate ≥ 1.5× the error.
+    (Measured with the draws' velocity in single precision, `CHEBYSHEV_DRAWS`; in double every seed's error of
+    both designs was the same to 0.01 %.)
     Asserted for seeds 0–3: off by ≤ 2 % + the reference's 3 standard errors at every t, the estimate covering the
     error as above, status ok. About 6 minutes on 2 cores in all."""
     from momentgen.dynamics.closures import GENERIC_SIGMA_ENSEMBLE, ROBUST_SIGMA_ENSEMBLE, solve_with_closure
