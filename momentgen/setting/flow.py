@@ -48,15 +48,15 @@ __all__ = [
     "SINGLE",
 ]
 
+#: A dense stepper's ``precision``: the velocity's products in double (the default) or in single precision (RKC
+#: only: the stepper's own arithmetic stays in double; `_stepped`).
+DOUBLE, SINGLE = "double", "single"
 #: The stabilised explicit stepper for a dense law-based matrix model (`momentgen.core.chebyshev`): its steps follow
 #: the accuracy wanted, not the fastest rate. At this tolerance, on a Gaussian student against a power-law Σ (tied,
 #: a = 2, t ≤ 50, n = 100), it is 3e-5 relative off DOP853 at 1e-9 on the risk in 1 400 evaluations where DOP853
 #: takes 7 500, and the spectrum of the exactly solvable case at n = 400 is DOP853's to 1e-6 in Kolmogorov distance;
 #: other kinds are further off (symmetric: 2e-4 of the words). A closure's estimate carries 3× the error measured on
 #: its own problem (`momentgen.dynamics.stepper_check`).
-#: A dense stepper's ``precision``: the velocity's products in double (the default) or in single precision (RKC
-#: only: the stepper's own arithmetic stays in double; `_stepped`).
-DOUBLE, SINGLE = "double", "single"
 CHEBYSHEV = {"method": "RKC", "rtol": 1e-5, "atol": 1e-8}
 #: The stepper of an ensemble's draws, whose own spread is 1e-2: looser — on the tied case above at most 6.7e-4
 #: relative off DOP853 on the risk at n = 32 / 64 / 128 (two draws each) in 550–580 evaluations (DOP853: 7 200–7 800;
