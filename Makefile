@@ -53,6 +53,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_horizon.py
 	$(BIN)/python benchmarks/bench_generic_sigma.py
 	$(BIN)/python benchmarks/bench_draw_noise.py
+	$(BIN)/python benchmarks/bench_precision.py
 	$(BIN)/python benchmarks/bench_finite_lr.py
 	$(BIN)/python benchmarks/bench_estimate.py
 	$(BIN)/python benchmarks/bench_verify.py

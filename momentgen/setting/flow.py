@@ -63,8 +63,9 @@ CHEBYSHEV = {"method": "RKC", "rtol": 1e-5, "atol": 1e-8}
 #: at rtol 3e-4, 3.1e-4 in 690–730), on the symmetric kind 5e-3 of the words. The spectrum of the solvable case at
 #: n = 400 moves by 3e-3 in Kolmogorov distance at rtol 3e-4 already, which a single draw could not afford. Its
 #: velocity is evaluated in single precision (`SINGLE`), which moves a draw's risk by 2e-5–8e-5 relative on that
-#: case at n = 32 (a tenth of the stepper's error) and makes a tied draw 1.2× / 1.5× / 1.6× faster at n = 128 / 256 /
-#: 512, where its two products are most of its cost (`tests/dynamics/test_ensemble.py`).
+#: case at n = 32 (a tenth of the stepper's error; `tests/dynamics/test_ensemble.py`) and makes a tied draw 1.25× /
+#: 1.6× / 1.7× faster at n = 128 / 256 / 512, where its two products are most of its cost
+#: (`benchmarks/bench_precision.py`).
 CHEBYSHEV_DRAWS = {"method": "RKC", "rtol": 1e-3, "atol": 1e-6, "precision": SINGLE}
 
 #: BDF on a commuting state integrates at rtol / this, so that its global error stays at DOP853's for the given rtol
