@@ -17,8 +17,7 @@ import numpy as np
 from bench_generic_sigma import generic_config, untied_config
 from common import pick
 
-from momentgen.compiler.initial import flat_size, law_factors
-from momentgen.dynamics.ensemble import draw_spectrum
+from momentgen.dynamics.ensemble import draw_factors
 from momentgen.dynamics.problem import Problem
 from momentgen.dynamics.risk import theory_risk
 from momentgen.setting.flow import CHEBYSHEV_DRAWS, DOUBLE
@@ -32,12 +31,9 @@ LEG = 8  # the draws of one Latin hypercube (the ensemble's default leg)
 
 def timed_risk(problem, means, size, seed, stepper):
     """(the risk along the draw ``seed`` of ``size`` moved by ``stepper``, the CPU seconds of its flow)."""
-    spectrum, _ = draw_spectrum(problem, size, seed, (0, LEG))
-    factors = law_factors(
-        problem.model, problem.specs, size, seed=seed, data=problem.data, flat=flat_size(size), spectrum=spectrum
-    )
+    factors, sigma, _ = draw_factors(problem, size, seed, (0, LEG))
     start = time.process_time()
-    run = problem.law_run(factors, means, seed, stepper=stepper, sigma=np.diag(spectrum))
+    run = problem.law_run(factors, means, seed, stepper=stepper, sigma=sigma)
     seconds = time.process_time() - start
     return np.asarray(theory_risk(problem, run.series, means)), seconds
 

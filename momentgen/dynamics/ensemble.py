@@ -43,6 +43,7 @@ from .stepper_check import checked_run, compared, tighter
 
 __all__ = [
     "control_variate_mean",
+    "draw_factors",
     "draw_spectrum",
     "main_branch",
     "run_ensembles",
@@ -138,17 +139,23 @@ def draw_spectrum(problem, size, seed, leg=None):
     return spectrum, spectrum[0] - problem.data.bin_means(size)[0]
 
 
-def _draw(config_raw, source, size, seed, means, kappa, times, leg=None):
-    """One draw of an ensemble (a task): (t, the words' trajectories, status, message, risk, Σ's edge deviation) of
-    the matrix model of ``size`` drawn with ``seed`` (flat rotations at a power-of-two size:
-    `momentgen.compiler.initial.flat_size`; Σ's spectrum by `draw_spectrum`), moved by the Chebyshev stepper, and with
-    κ > 0 its own noise (`Problem.law_run`)."""
-    problem = _problem(config_raw, source, kappa, times)
+def draw_factors(problem, size, seed, leg=None):
+    """(factors, Σ as a matrix or None, Σ's edge deviation) of an ensemble's draw ``seed`` of ``size`` (flat rotations
+    at a power-of-two size: `momentgen.compiler.initial.flat_size`; Σ's spectrum by `draw_spectrum`, in ``leg``'s
+    Latin hypercube)."""
     spectrum, edge = draw_spectrum(problem, size, seed, leg)
     factors = law_factors(
         problem.model, problem.specs, size, seed=seed, data=problem.data, flat=flat_size(size), spectrum=spectrum
     )
-    sigma = None if spectrum is None else np.diag(spectrum)
+    return factors, None if spectrum is None else np.diag(spectrum), edge
+
+
+def _draw(config_raw, source, size, seed, means, kappa, times, leg=None):
+    """One draw of an ensemble (a task): (t, the words' trajectories, status, message, risk, Σ's edge deviation) of
+    the matrix model `draw_factors` gives, moved by the Chebyshev stepper, and with κ > 0 its own noise
+    (`Problem.law_run`)."""
+    problem = _problem(config_raw, source, kappa, times)
+    factors, sigma, edge = draw_factors(problem, size, seed, leg)
     run = problem.law_run(factors, means, seed, stepper=CHEBYSHEV_DRAWS, sigma=sigma)
     values = np.array([run.series[w] for w in problem.words])
     return run.t, values, run.status, run.message, theory_risk(problem, run.series, means), edge
