@@ -78,8 +78,8 @@ def power_radius(fun, y, f, direction=None, eps=_DOUBLE_EPS):
     ``rkcrho``: differences of ``fun`` along its dominant direction, at most `_POWER_ITERATIONS` evaluations), and the
     dominant direction ``v`` found, to start the next estimate from (``direction``; default ``f``). ``eps``: the
     relative precision ``fun`` is evaluated in; the differences are taken at √eps of ``y``'s size (a velocity with
-    single-precision products, eps ≈ 1.2e-7, is noise at double precision's √eps: at n = 256 its radius came out
-    too large and a draw took 811 evaluations instead of 557)."""
+    single-precision products, eps ≈ 1.2e-7, is noise at double precision's √eps: on a 256 × 256 state with top
+    rate 100 the radius came out as 45, and at n = 256 a draw took 811 evaluations instead of 557)."""
     y_norm = np.linalg.norm(y)
     v = f if direction is None else direction
     if not np.any(v):  # no direction yet (a state at rest): start along the ones
