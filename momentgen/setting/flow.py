@@ -51,6 +51,7 @@ __all__ = [
 #: A dense stepper's ``precision``: the velocity's products in double (the default) or in single precision (RKC
 #: only: the stepper's own arithmetic stays in double; `_stepped`).
 DOUBLE, SINGLE = "double", "single"
+_SINGLE_EPS = float(np.finfo(np.float32).eps)  # a single-precision velocity's: the power method differences at its √
 #: The stabilised explicit stepper for a dense law-based matrix model (`momentgen.core.chebyshev`): its steps follow
 #: the accuracy wanted, not the fastest rate. At this tolerance, on a Gaussian student against a power-law Σ (tied,
 #: a = 2, t ≤ 50, n = 100), it is 3e-5 relative off DOP853 at 1e-9 on the risk in 1 400 evaluations where DOP853
@@ -238,7 +239,7 @@ def _stepped(layout, dense_stepper):
         return layout, {}
     if dense_stepper.get("precision") != SINGLE or dense_stepper["method"] != "RKC":
         raise ValueError(f"precision must be {DOUBLE!r}, or {SINGLE!r} with RKC: got {dense_stepper}")
-    return layout.in_precision(np.float32), {"evaluation_eps": float(np.finfo(np.float32).eps)}
+    return layout.in_precision(np.float32), {"evaluation_eps": _SINGLE_EPS}
 
 
 def _diagonal_layout(model, dense, source, read):
@@ -386,8 +387,9 @@ def run_stochastic(model, factors, source, *, times, codes, texts=None, seed=0, 
         status, message = "blowup", str(error)
     except tuple(source.errors) as error:
         status, message = getattr(error, "status", "failed"), str(error)
-    letters = [steps.layout.letters(f) for f in states]
-    run = _measured(reached, letters, codes, texts, steps.read, (), status, message, steps.evaluations)
+    letters = [steps.layout.letters(f) for f in states]  # measured in double, the words over fixed letters too
+    read = _FixedWordsOnce(_trace_reader(model), steps.layout.fixed_codes)
+    run = _measured(reached, letters, codes, texts, read, (), status, message, steps.evaluations)
     run.info["steps"] = steps.count
     return run
 
@@ -400,9 +402,11 @@ def run_stochastic(model, factors, source, *, times, codes, texts=None, seed=0, 
 #: most 3.0e-4 / 8.1e-4 / 1.5e-3 relative at 0.001 (3.7e-3 on S1³ at 0.0025, 7.2e-3 at 0.005: first order).
 STEP_GROWTH = 0.001
 STIFF_STEP = 1.5
-#: The precision of the noise increments G (their draws, Σ^{1/2}'s sandwich and the product with the factors): single —
-#: an increment is random to begin with, its rounding (6e-8 relative) is far below its own spread, and single-precision
-#: products cost half (docs/FINITE_LR.md §3). The state is summed in double.
+#: The precision of the stochastic matrix model's evaluations — its drift (letters, moments, coefficients and the
+#: products with the factors) and its noise increments G (their draws, Σ^{1/2}'s sandwich and the product with the
+#: factors): single. An increment is random to begin with, its rounding (6e-8 relative) is far below its own spread,
+#: and so is the drift's beside the increments it is summed with; single-precision products cost half
+#: (docs/FINITE_LR.md §3). The state is summed, and the words at the output times measured, in double.
 NOISE_PRECISION = np.float32
 #: While the growth step is below this fraction of the stiff one, ρ is estimated every `RHO_EVERY_FAR` steps only.
 FAR_FROM_STIFF = 0.25
@@ -427,6 +431,7 @@ class _NoisySteps:
 
     def __init__(self, model, layout, source, sigma, seed, t0, t_end):
         self.model, self.layout, self.source, self.definition = model, layout, source, model.definition
+        self.fast = layout.in_precision(NOISE_PRECISION)  # the layout the drift and the increments are evaluated on
         self.words, self.read = list(source.words), _FixedWordsOnce(_trace_reader(model), layout.fixed_codes)
         self.root = None if sigma is None else frozen(_symmetric_root(np.asarray(sigma, float)).astype(NOISE_PRECISION))
         self.rng = np.random.default_rng(seed)
@@ -447,19 +452,20 @@ class _NoisySteps:
         return self.layout.unpack(self.vector.copy())
 
     def _measure(self):
-        """The current state's letter matrices and the moments the source reads."""
-        self.letters = self.layout.letters(self.layout.unpack(self.vector))
+        """The current state's letter matrices (in `NOISE_PRECISION`) and the moments the source reads."""
+        self.letters = self.fast.letters(self.fast.unpack(self.vector))
         self.mu = self.read(self.words, self.letters)
 
     def _drift(self, vector, noise, known=None):
         """v(X) at ``vector`` (``known``: its (letters, moments), when measured) at the current t and state; with
         ``noise`` also the arrays (their κ(t)N1, κ(t)N2 computed afresh)."""
-        current = self.layout.unpack(vector)
-        letters, mu = known or (self.layout.letters(current), None)
+        current = self.fast.unpack(vector)
+        letters, mu = known or (self.fast.letters(current), None)
         mu = self.read(self.words, letters) if mu is None else mu
         arrays = self.source.coefficients(mu, noise=noise, t=self.t, state=self.state)
         self.evaluations += 1
-        velocity = self.layout.pack(self.definition.matrices.factor_velocities(self.model, current, arrays, letters))
+        cast = _in_precision(arrays, NOISE_PRECISION)
+        velocity = self.fast.pack(self.definition.matrices.factor_velocities(self.model, current, cast, letters))
         return (velocity, arrays) if noise else velocity
 
     def _scale(self):
@@ -484,7 +490,7 @@ class _NoisySteps:
         far = self.radius is not None and growth * self.radius < FAR_FROM_STIFF * STIFF_STEP
         if self.since_radius >= (RHO_EVERY_FAR if far else RHO_EVERY):
             rho, self.direction = power_radius(
-                lambda y: self._drift(y, noise=False), self.vector, velocity, self.direction
+                lambda y: self._drift(y, noise=False), self.vector, velocity, self.direction, _SINGLE_EPS
             )
             self.radius, self.since_radius = RHO_SAFETY * rho, 0
         self.since_radius += 1
@@ -501,8 +507,8 @@ class _NoisySteps:
         H = [None] * self.model.K
         for k, x in zip(self.trainable, drawn):
             H[k] = x
-        factors = self.layout.unpack(self.vector.astype(NOISE_PRECISION))
-        return self.layout.pack(self.definition.matrices.noise_increments(self.model, factors, H))
+        factors = self.fast.unpack(self.vector)
+        return self.fast.pack(self.definition.matrices.noise_increments(self.model, factors, H))
 
     def advance_to(self, end):
         """Step to time ``end`` exactly, in equal steps: at each step the time left is cut into as many steps as the
