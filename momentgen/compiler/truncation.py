@@ -97,6 +97,7 @@ class Truncation:
         self._Q = self._Q.T.reshape(2, K, K)  # state indices of Q1_kl and Q2_kl
         self._word = {text: program.index(text) for text, _ in self.definition.state_words(self.model)}
         self.state = RunState(np.zeros(K) if means is None else np.asarray(means, float).reshape(K).copy())
+        self._accepted = None  # the last state `_resolved` let through (a run passes one to each of a step's stages)
         self.mean = mean_of(self.definition)  # `slaved_mean.NoMean` or `SlavedMean`
         self.trainable = list(self.model.trainable)
 
@@ -126,6 +127,8 @@ class Truncation:
         miss the potential's rtol silently."""
         if state is None or state is self.state:
             return self.state
+        if state is self._accepted:  # checked at an earlier stage: its level stays in range (levels only rise)
+            return state
         if not isinstance(state, RunState):
             raise PotentialError(
                 f"state must be a RunState (Truncation.state or Truncation.advanced), got {type(state).__name__}"
@@ -141,6 +144,7 @@ class Truncation:
                 f"the state's rule level {level!r} is not one this potential has used ({lowest} … {reached}, the "
                 "calibrated level to the current one; None: the current one)"
             )
+        self._accepted = state
         return state
 
     def advanced(self, y, state=None):

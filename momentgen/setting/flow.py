@@ -24,6 +24,7 @@ SDE on the factors (the stochastic matrix model of docs/FINITE_LR.md): its norma
 follow the hierarchy with the finite-learning-rate term up to O(1/n).
 """
 
+import math
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -96,6 +97,7 @@ class _Layout:
         self.factors = [tuple(np.array(f, subok=True) for f in x) if self.grouped else np.array(x, subok=True)
                         for x in factors]  # fmt: skip
         self.shapes = [[f.shape for f in self.parts(k)] for k in range(len(self.factors))]
+        self.sizes = [[math.prod(shape) for shape in shapes] for shapes in self.shapes]
         self.index_letters = model.definition.matrices.index_letters
         fixed = fixed or {k: self.index_letters(f) for k, f in enumerate(self.factors) if k not in self.trainable}
         self.fixed = {k: [frozen(letter) for letter in letters] for k, letters in fixed.items()}
@@ -119,7 +121,7 @@ class _Layout:
     @property
     def size(self):
         """Length of the flat vector."""
-        return sum(int(np.prod(shape)) for k in self.trainable for shape in self.shapes[k])
+        return sum(size for k in self.trainable for size in self.sizes[k])
 
     def letters(self, factors):
         """The letter matrices (code order) of an unpacked state ``factors``."""
@@ -132,8 +134,7 @@ class _Layout:
         out, offset = list(self.factors), 0
         for k in self.trainable:
             parts = []
-            for shape in self.shapes[k]:
-                size = int(np.prod(shape))
+            for shape, size in zip(self.shapes[k], self.sizes[k]):
                 part = vector[offset : offset + size].reshape(shape)
                 parts.append(part.astype(self.dtype, copy=False).view(self.held))
                 offset += size
@@ -592,7 +593,7 @@ def _signs(rng, shape, dtype=float):
     may take instead of Gaussian ones (Kloeden & Platen 1992, §14.1: the first three moments are the same, and the
     normalised traces of an n × n noise matrix feel its entries' fourth moment only at O(1/n)); a ninth of the cost
     of Gaussian draws (0.04 against 0.38 ms for 200 × 200)."""
-    count = int(np.prod(shape))
+    count = math.prod(shape)
     bits = np.unpackbits(rng.integers(0, 256, (count + 7) // 8, dtype=np.uint8), count=count)
     return (2 * bits.astype(dtype) - 1).reshape(shape)
 

@@ -48,7 +48,7 @@ import numpy as np
 from ... import models
 from ...core.errors import NonFinitePotential, NoSlavedMean, PotentialError, UnsupportedLoss
 from ..slaved_mean import mean_of
-from .geometry import _PairGeometry
+from .geometry import _PairGeometry, all_finite
 from .quadrature import _Quadrature
 from .values import PotentialValue, SecondDerivatives
 from .wick import _Wick
@@ -110,7 +110,7 @@ class Potential:
         K = self.K
         m = np.zeros(K) if m is None else np.asarray(m, float).reshape(K)
         Q1, Q2 = (np.asarray(Q, float).reshape(K, K) for Q in (Q1, Q2))
-        if not (np.isfinite(m).all() and np.isfinite(Q1).all() and np.isfinite(Q2).all()):
+        if not all_finite(m, Q1, Q2):
             raise NonFinitePotential(f"non-finite order parameters m={m}, Q1={Q1.tolist()}, Q2={Q2.tolist()}")
         return m, Q1, Q2
 
@@ -123,8 +123,7 @@ class Potential:
         """Φ and its derivatives at the order parameters (Q1, Q2) and means m (roles, not names)."""
         m, Q1, Q2 = self._law(m, Q1, Q2)
         value = self._backend.evaluate(m, Q1, Q2, estimate_error)
-        if not (np.isfinite(value.phi) and np.isfinite(value.dQ1).all() and np.isfinite(value.dQ2).all()
-                and np.isfinite(value.b).all()):  # fmt: skip
+        if not (np.isfinite(value.phi) and all_finite(value.dQ1, value.dQ2, value.b)):
             raise NonFinitePotential(
                 f"Phi of loss {self.loss.name!r} is not finite at m={m.tolist()}, "
                 f"Q1={Q1.tolist()}, Q2={Q2.tolist()}: check the loss and the state"

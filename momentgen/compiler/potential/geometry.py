@@ -132,6 +132,17 @@ def _extremes(Q1, Q2):
 
 
 @numba.njit(cache=True)
+def all_finite(a, b, c):
+    """Whether every entry of the three arrays is finite (a state's m, Q1, Q2; a value's dQ1, dQ2, b): one compiled
+    pass, where numpy's ``isfinite(x).all()`` costs about 1.3 µs of wrappers an array at every evaluation of Φ."""
+    for array in (a.ravel(), b.ravel(), c.ravel()):
+        for x in array:
+            if not np.isfinite(x):
+                return False
+    return True
+
+
+@numba.njit(cache=True)
 def _unique_qr(A):
     Q, R = np.linalg.qr(A)
     for j in range(R.shape[1]):
