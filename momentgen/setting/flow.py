@@ -407,7 +407,8 @@ STIFF_STEP = 1.5
 #: products with the factors) and its noise increments G (their draws, Σ^{1/2}'s sandwich and the product with the
 #: factors): single. An increment is random to begin with, its rounding (6e-8 relative) is far below its own spread,
 #: and so is the drift's beside the increments it is summed with; single-precision products cost half
-#: (docs/FINITE_LR.md §3). The state is summed, and the words at the output times measured, in double.
+#: (docs/FINITE_LR.md §3). The state is summed, the words at the output times measured and the drift's spectral radius
+#: estimated (`_NoisySteps._stiff_step`) in double.
 NOISE_PRECISION = np.float32
 #: While the growth step is below this fraction of the stiff one, ρ is estimated every `RHO_EVERY_FAR` steps only.
 FAR_FROM_STIFF = 0.25
@@ -434,6 +435,7 @@ class _NoisySteps:
         self.model, self.layout, self.source, self.definition = model, layout, source, model.definition
         self.fast = layout.in_precision(NOISE_PRECISION)  # the layout the drift and the increments are evaluated on
         self.words, self.read = list(source.words), _FixedWordsOnce(_trace_reader(model), layout.fixed_codes)
+        self.precise_read = _FixedWordsOnce(_trace_reader(model), layout.fixed_codes)  # the double drift's (`_drift`)
         self.root = None if sigma is None else frozen(_symmetric_root(np.asarray(sigma, float)).astype(NOISE_PRECISION))
         self.rng = np.random.default_rng(seed)
         self.rho_sgd = self.definition.steps_per_time(1.0, 1.0)
@@ -457,16 +459,18 @@ class _NoisySteps:
         self.letters = self.fast.letters(self.fast.unpack(self.vector))
         self.mu = self.read(self.words, self.letters)
 
-    def _drift(self, vector, noise, known=None):
-        """v(X) at ``vector`` (``known``: its (letters, moments), when measured) at the current t and state; with
-        ``noise`` also the arrays (their κ(t)N1, κ(t)N2 computed afresh)."""
-        current = self.fast.unpack(vector)
-        letters, mu = known or (self.fast.letters(current), None)
-        mu = self.read(self.words, letters) if mu is None else mu
+    def _drift(self, vector, noise, known=None, precise=False):
+        """v(X) at ``vector`` (``known``: its (letters, moments), when measured) at the current t and state, evaluated
+        in `NOISE_PRECISION` (``precise``: in double); with ``noise`` also the arrays (their κ(t)N1, κ(t)N2 computed
+        afresh)."""
+        layout, read = (self.layout, self.precise_read) if precise else (self.fast, self.read)
+        current = layout.unpack(vector)
+        letters, mu = known or (layout.letters(current), None)
+        mu = read(self.words, letters) if mu is None else mu
         arrays = self.source.coefficients(mu, noise=noise, t=self.t, state=self.state)
         self.evaluations += 1
-        cast = _in_precision(arrays, NOISE_PRECISION)
-        velocity = self.fast.pack(self.definition.matrices.factor_velocities(self.model, current, cast, letters))
+        cast = arrays if precise else _in_precision(arrays, layout.dtype)
+        velocity = layout.pack(self.definition.matrices.factor_velocities(self.model, current, cast, letters))
         return (velocity, arrays) if noise else velocity
 
     def _scale(self):
@@ -485,14 +489,16 @@ class _NoisySteps:
         self.noise = (self.t, _noise_roots(*unit, not self.definition.matrices.symmetric_noise))
         return velocity, kappa
 
-    def _stiff_step(self, velocity, growth):
+    def _stiff_step(self, growth):
         """`STIFF_STEP` / ρ, ρ estimated again every `RHO_EVERY` steps — every `RHO_EVERY_FAR` while the ``growth``
-        step is below `FAR_FROM_STIFF` of it (ρ would have to grow 6× in between to make a step unstable)."""
+        step is below `FAR_FROM_STIFF` of it (ρ would have to grow 6× in between to make a step unstable) — by the
+        power method on the drift evaluated in double precision."""
         far = self.radius is not None and growth * self.radius < FAR_FROM_STIFF * STIFF_STEP
         if self.since_radius >= (RHO_EVERY_FAR if far else RHO_EVERY):
-            rho, self.direction = power_radius(
-                lambda y: self._drift(y, noise=False), self.vector, velocity, self.direction, _SINGLE_EPS
-            )
+            # in double: differenced in single precision, the estimate missed its convergence test at n = 200 (Haar)
+            # and the run's evaluations doubled
+            drift = partial(self._drift, noise=False, precise=True)
+            rho, self.direction = power_radius(drift, self.vector, drift(self.vector), self.direction)
             self.radius, self.since_radius = RHO_SAFETY * rho, 0
         self.since_radius += 1
         return STIFF_STEP / self.radius if self.radius > 0 else np.inf
@@ -521,7 +527,7 @@ class _NoisySteps:
         while self.t < end:
             velocity, kappa = self._velocity_and_noise()
             growth = STEP_GROWTH * self._scale()
-            h, last = _equal_steps(end - self.t, min(growth, self._stiff_step(velocity, growth)))
+            h, last = _equal_steps(end - self.t, min(growth, self._stiff_step(growth)))
             fresh = self._increment(
                 _split_kappa(self.source.kappa_at, self.t, h, self.t_end) if kappa > 0 else kappa, h
             )

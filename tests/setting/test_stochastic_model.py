@@ -270,13 +270,14 @@ def test_a_power_law_noise_floor_does_not_move_with_the_step(schedule, monkeypat
 
 def test_the_stochastic_model_evaluates_in_single_precision_and_moves_as_in_double(monkeypatch):
     """`flow.NOISE_PRECISION`: the drift (letters, moments, coefficients, products) and the noise increments are
-    evaluated in single precision, the state summed and the output words measured in double. A Gaussian student
+    evaluated in single precision; the state summed, the output words measured and the drift's spectral radius estimated
+    (the power method) in double. A Gaussian student
     against a power-law Σ (tied, a = 2, n = 32, κ = 0.05, t ∈ [0.1, 2]) against the same run, same noise seed,
     evaluated in double precision: over 3 draws × 2 noise seeds measured 2.6e-6–1.3e-5 relative on the risk and
     5e-8–2.1e-7 on the words (draw 0, seed 1: 7.9e-6, 5.1e-8), in the same number of steps — far below what the noise
     itself moves (two noise seeds of one n = 200 draw are 3.3 % apart on the risk, README). Asserted on draw 0, seed 1:
-    every drift the kind returns is single precision (double when told), the gaps within 3× the largest measured, the
-    steps the same."""
+    the drift of every step single precision, the power method's double (all double when told), the gaps within 3×
+    the largest measured, the steps the same."""
     config = load_config("scaling_law", data={"exponent": 2.0}, init={"1": {"kind": "gaussian"}},
                          integrate={"T": 2.0, "points": 7, "grid": "log", "log_first": 0.1})  # fmt: skip
     problem = Problem.from_config(config, kappa=0.05)
@@ -286,16 +287,18 @@ def test_the_stochastic_model_evaluates_in_single_precision_and_moves_as_in_doub
 
     def recorded(self, *args, **kwargs):
         out = velocities(self, *args, **kwargs)
-        dtypes.append({np.asarray(v).dtype for v in out})
+        (dtype,) = {np.asarray(v).dtype for v in out}
+        dtypes.append(dtype)
         return out
 
     monkeypatch.setattr(matrices, "factor_velocities", recorded)
     single = problem.law_run(factors, seed=1)
-    assert set().union(*dtypes) == {np.dtype(np.float32)}
+    count = {dtype: dtypes.count(dtype) for dtype in (np.dtype(np.float32), np.dtype(np.float64))}
+    assert count[np.dtype(np.float32)] >= single.info["steps"] > 5 * count[np.dtype(np.float64)] > 0, count
     dtypes.clear()
     monkeypatch.setattr(flow, "NOISE_PRECISION", np.float64)
     double = problem.law_run(factors, seed=1)
-    assert set().union(*dtypes) == {np.dtype(np.float64)}
+    assert set(dtypes) == {np.dtype(np.float64)}
     risk_gap = np.abs(theory_risk(problem, single.series) / theory_risk(problem, double.series) - 1)
     word_gap = max(np.max(np.abs(single.series[w] / double.series[w] - 1)) for w in problem.words)
     assert np.all(risk_gap <= 3 * 1.3e-5) and word_gap <= 3 * 2.1e-7, (risk_gap, word_gap)
