@@ -270,12 +270,12 @@ def test_a_power_law_noise_floor_does_not_move_with_the_step(schedule, monkeypat
 
 def test_the_stochastic_model_evaluates_in_single_precision_and_moves_as_in_double(monkeypatch):
     """`flow.NOISE_PRECISION`: the drift (letters, moments, coefficients, products) and the noise increments are
-    evaluated in single precision; the state summed, the output words measured and the drift's spectral radius estimated
-    (the power method) in double. A Gaussian student
-    against a power-law Σ (tied, a = 2, n = 32, κ = 0.05, t ∈ [0.1, 2]) against the same run, same noise seed,
-    evaluated in double precision: over 3 draws × 2 noise seeds measured 2.6e-6–1.3e-5 relative on the risk and
-    5e-8–2.1e-7 on the words (draw 0, seed 1: 7.9e-6, 5.1e-8), in the same number of steps — far below what the noise
-    itself moves (two noise seeds of one n = 200 draw are 3.3 % apart on the risk, README). Asserted on draw 0, seed 1:
+    evaluated in single precision; the state summed, the output words measured and the drift's spectral radius
+    estimated (the power method) in double. A Gaussian student against a power-law Σ (tied, a = 2, n = 32, κ = 0.05,
+    t ∈ [0.1, 2]) against the same run, same noise seed, evaluated in double precision: over 3 draws × 2 noise seeds
+    measured 2.6e-6–1.3e-5 relative on the risk and 5e-8–2.1e-7 on the words (draw 0, seed 1: 7.9e-6, 5.1e-8), in the
+    same number of steps — far below what the noise itself moves (two noise seeds of one n = 200 draw are 3.3 % apart
+    on the risk, README). Asserted on draw 0, seed 1:
     the drift of every step single precision, the power method's double (all double when told), the gaps within 3×
     the largest measured, the steps the same."""
     config = load_config("scaling_law", data={"exponent": 2.0}, init={"1": {"kind": "gaussian"}},
