@@ -52,7 +52,7 @@ __all__ = [
 #: A dense stepper's ``precision``: the velocity's products in double (the default) or in single precision (RKC
 #: only: the stepper's own arithmetic stays in double; `_stepped`).
 DOUBLE, SINGLE = "double", "single"
-_SINGLE_EPS = float(np.finfo(np.float32).eps)  # a single-precision velocity's: the power method differences at its √
+_SINGLE_EPS = float(np.finfo(np.float32).eps)  # RKC's `evaluation_eps` for a single-precision velocity (`_stepped`)
 #: The stabilised explicit stepper for a dense law-based matrix model (`momentgen.core.chebyshev`): its steps follow
 #: the accuracy wanted, not the fastest rate. At this tolerance, on a Gaussian student against a power-law Σ (tied,
 #: a = 2, t ≤ 50, n = 100), it is 3e-5 relative off DOP853 at 1e-9 on the risk in 1 400 evaluations where DOP853
@@ -389,8 +389,7 @@ def run_stochastic(model, factors, source, *, times, codes, texts=None, seed=0, 
     except tuple(source.errors) as error:
         status, message = getattr(error, "status", "failed"), str(error)
     letters = [steps.layout.letters(f) for f in states]  # measured in double, the words over fixed letters too
-    read = _FixedWordsOnce(_trace_reader(model), steps.layout.fixed_codes)
-    run = _measured(reached, letters, codes, texts, read, (), status, message, steps.evaluations)
+    run = _measured(reached, letters, codes, texts, steps.precise_read, (), status, message, steps.evaluations)
     run.info["steps"] = steps.count
     return run
 
@@ -435,7 +434,7 @@ class _NoisySteps:
         self.model, self.layout, self.source, self.definition = model, layout, source, model.definition
         self.fast = layout.in_precision(NOISE_PRECISION)  # the layout the drift and the increments are evaluated on
         self.words, self.read = list(source.words), _FixedWordsOnce(_trace_reader(model), layout.fixed_codes)
-        self.precise_read = _FixedWordsOnce(_trace_reader(model), layout.fixed_codes)  # the double drift's (`_drift`)
+        self.precise_read = _FixedWordsOnce(_trace_reader(model), layout.fixed_codes)  # in double: `_drift`, outputs
         self.root = None if sigma is None else frozen(_symmetric_root(np.asarray(sigma, float)).astype(NOISE_PRECISION))
         self.rng = np.random.default_rng(seed)
         self.rho_sgd = self.definition.steps_per_time(1.0, 1.0)
